@@ -1,0 +1,76 @@
+"""Reference optima from scikit-learn, to give P* for relative loss (P - P*) / P*.
+
+Each reference solves the same problem as :func:`solvers.sdca` with C = 1 / (lam N) and no
+intercept: liblinear's dual coordinate descent (LinearSVC) for hinge and squared hinge,
+LogisticRegression (L-BFGS) for logistic, and the closed form for ridge. One-vs-rest
+problems are solved one by one and their objectives summed, as SDCA sums them.
+"""
+
+import warnings
+
+import numpy as np
+import scipy.sparse as sp
+import scipy.sparse.linalg as spla
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.linear_model import LogisticRegression
+from sklearn.svm import LinearSVC
+
+from solvers._sdca import encode_targets, objectives
+from solvers._validation import as_csr, check_labels, check_positive
+
+REFERENCE_LOSSES = ("hinge", "squared_hinge", "logistic", "squared")
+
+
+def _fit_one(X, y, loss, lam, tol, max_iter):
+    n = X.shape[0]
+    C = 1.0 / (lam * n)
+    if loss in ("hinge", "squared_hinge"):
+        model = LinearSVC(loss=loss, dual=True, C=C, fit_intercept=False, tol=tol,
+                          max_iter=max_iter)
+        return model.fit(X, y).coef_.ravel()
+    if loss == "logistic":
+        model = LogisticRegression(C=C, fit_intercept=False, tol=tol, max_iter=max_iter)
+        return model.fit(X, y).coef_.ravel()
+    return ridge_closed_form(X, y, lam)
+
+
+def ridge_closed_form(X, y, lam):
+    """argmin (lam/2)||w||^2 + (1/2N)||Xw - y||^2.
+
+    Solved in the smaller of the two spaces: (X^T X / N + lam I) w = X^T y / N when d <= N,
+    else w = X^T a / (lam N) with (X X^T / (lam N) + I) a = y.
+    """
+    n, d = X.shape
+    if min(n, d) <= 5000:
+        Xd = X.toarray()
+        if d <= n:
+            return np.linalg.solve(Xd.T @ Xd / n + lam * np.eye(d), Xd.T @ y / n)
+        a = np.linalg.solve(Xd @ Xd.T / (lam * n) + np.eye(n), y)
+        return Xd.T @ a / (lam * n)
+    op = spla.LinearOperator((d, d), matvec=lambda v: X.T @ (X @ v) / n + lam * v)
+    w, info = spla.cg(op, X.T @ y / n, rtol=1e-12, maxiter=10 * d)
+    if info != 0:
+        raise RuntimeError(f"conjugate gradients did not converge for ridge (info={info})")
+    return w
+
+
+def reference_optimum(X, y, *, loss="hinge", lam=1e-4, tol=1e-10, max_iter=1_000_000):
+    """(P*, W*) from scikit-learn for the problem :func:`solvers.sdca` solves.
+
+    P* is summed over one-vs-rest problems; W* is (d,) or (d, C).
+    """
+    if loss not in REFERENCE_LOSSES:
+        raise ValueError(
+            f"no scikit-learn reference for loss {loss!r}; available: {REFERENCE_LOSSES}"
+        )
+    X = as_csr(X)
+    y = check_labels(y, X.shape[0])
+    lam = check_positive(lam, "lam")
+    Y, _ = encode_targets(y, loss)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        W = np.column_stack([_fit_one(X, Y[:, c], loss, lam, tol, max_iter)
+                             for c in range(Y.shape[1])])
+    W = np.ascontiguousarray(W)
+    primal, _ = objectives(X, Y, W, np.zeros_like(Y), loss=loss, lam=lam)
+    return float(primal.sum()), (W[:, 0] if W.shape[1] == 1 else W)

@@ -1,0 +1,69 @@
+"""Input checks shared by every solver and data loader: clear errors, no silent changes."""
+
+import numpy as np
+import scipy.sparse as sp
+
+
+def _first_bad(values):
+    bad = np.flatnonzero(~np.isfinite(values))
+    return bad.size, (bad[0] if bad.size else None)
+
+
+def check_finite(values, name):
+    """Raise ValueError naming ``name`` if ``values`` holds NaN or inf."""
+    count, first = _first_bad(np.asarray(values).ravel())
+    if count:
+        raise ValueError(
+            f"{name} contains {count} NaN or infinite value(s) "
+            f"(first at flat position {first})"
+        )
+
+
+def as_csr(X, name="X"):
+    """X as canonical CSR float64 with int32 indices, checked for NaN/inf.
+
+    Dense input is converted; sparse input is copied only when its dtype, index type or
+    format differs. Duplicate entries are summed, as scipy defines their meaning.
+    """
+    if sp.issparse(X):
+        X = sp.csr_matrix(X)
+    else:
+        arr = np.asarray(X)
+        if arr.ndim != 2:
+            raise ValueError(f"{name} must be 2-D (samples x features), got shape {arr.shape}")
+        if arr.dtype == object or not np.issubdtype(arr.dtype, np.number):
+            raise ValueError(f"{name} must be numeric, got dtype {arr.dtype}")
+        X = sp.csr_matrix(arr.astype(np.float64, copy=False))
+    if X.dtype != np.float64:
+        X = X.astype(np.float64)
+    if not X.has_canonical_format:
+        X = X.copy()
+        X.sum_duplicates()
+    if X.indices.dtype != np.int32 or X.indptr.dtype != np.int32:
+        if X.nnz > np.iinfo(np.int32).max or max(X.shape) > np.iinfo(np.int32).max:
+            raise ValueError(f"{name} has {X.nnz} non-zeros: too many for int32 indices")
+        X = sp.csr_matrix(
+            (X.data, X.indices.astype(np.int32), X.indptr.astype(np.int32)), shape=X.shape
+        )
+    check_finite(X.data, name)
+    return X
+
+
+def check_labels(y, n_samples, name="y"):
+    """y as a 1-D float64 array of length n_samples, free of NaN/inf."""
+    y = np.asarray(y)
+    if y.ndim != 1:
+        raise ValueError(f"{name} must be 1-D, got shape {y.shape}")
+    if y.shape[0] != n_samples:
+        raise ValueError(
+            f"{name} has {y.shape[0]} entries but X has {n_samples} samples"
+        )
+    if np.issubdtype(y.dtype, np.number):
+        check_finite(y, name)
+    return y
+
+
+def check_positive(value, name):
+    if not (np.isfinite(value) and value > 0):
+        raise ValueError(f"{name} must be a positive finite number, got {value!r}")
+    return float(value)
