@@ -1,0 +1,44 @@
+"""Shared fixtures: small real data sets, dense and CSR, and the shared data folder."""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from sklearn.datasets import load_breast_cancer, load_digits
+from sklearn.preprocessing import StandardScaler
+
+SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+
+
+@pytest.fixture(scope="session")
+def shared_data():
+    """Path of ../shared/data; tests that need it skip with a message when it is absent."""
+    if not SHARED_DATA.is_dir():
+        pytest.skip(f"shared data folder {SHARED_DATA} not present (only in the dev checkout)")
+    return SHARED_DATA
+
+
+@pytest.fixture(scope="session")
+def cancer():
+    """Breast cancer, standardised, labels +-1 (569 x 30, dense)."""
+    X, y = load_breast_cancer(return_X_y=True)
+    return StandardScaler().fit_transform(X), np.where(y == 1, 1.0, -1.0)
+
+
+@pytest.fixture(scope="session")
+def sparse_binary():
+    """A small seeded sparse problem (300 x 80, ~10% dense) with +-1 labels."""
+    rng = np.random.default_rng(7)
+    X = sp.random(300, 80, density=0.1, random_state=rng, format="csr")
+    X.data = rng.normal(size=X.nnz)
+    w = rng.normal(size=80)
+    y = np.where(X @ w + 0.3 * rng.normal(size=300) > 0, 1.0, -1.0)
+    return X, y
+
+
+@pytest.fixture(scope="session")
+def digits_small():
+    """First 400 digits scaled to [0, 1], 10 classes (multi-class, dense)."""
+    X, y = load_digits(return_X_y=True)
+    return X[:400] / 16.0, y[:400]
