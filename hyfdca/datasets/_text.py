@@ -1,0 +1,50 @@
+"""The SMS Spam Collection as TF-IDF word n-grams."""
+
+from pathlib import Path
+
+import numpy as np
+
+from sklearn.feature_extraction.text import TfidfVectorizer
+
+from hyfdca.datasets._base import find_data_file, make_dataset
+
+SMS_LABELS = ("ham", "spam")
+
+
+def read_labelled_lines(path):
+    """(labels, texts) from a ``label<TAB>text`` file; a header line ``Label<TAB>...``
+    is skipped. Anything else malformed raises ValueError naming the file and line."""
+    labels, texts = [], []
+    with open(path, encoding="utf-8", errors="strict") as handle:
+        for lineno, line in enumerate(handle, start=1):
+            line = line.rstrip("\n").rstrip("\r")
+            if not line.strip():
+                continue
+            label, sep, text = line.partition("\t")
+            if lineno == 1 and label.strip().lower() == "label":
+                continue
+            if not sep or label not in SMS_LABELS:
+                raise ValueError(
+                    f"{path}, line {lineno}: expected 'ham' or 'spam', a tab, then the text; "
+                    f"got {line[:60]!r}"
+                )
+            labels.append(label)
+            texts.append(text)
+    if not labels:
+        raise ValueError(f"{path} holds no labelled messages")
+    return labels, texts
+
+
+def load_sms_spam(path=None, *, data_home=None, ngram_range=(1, 2), min_df=2,
+                  normalize=False):
+    """SMS spam (5,574 messages): TF-IDF of word n-grams, spam = +1, ham = -1.
+
+    TfidfVectorizer already scales each row to unit L2 norm; ``min_df`` drops n-grams seen
+    in fewer messages.
+    """
+    path = Path(path) if path is not None else find_data_file(("SMSSpamCollection",), data_home)
+    labels, texts = read_labelled_lines(path)
+    vectorizer = TfidfVectorizer(ngram_range=tuple(ngram_range), min_df=min_df,
+                                 lowercase=True, dtype=np.float64)
+    X = vectorizer.fit_transform(texts)
+    return make_dataset(X, labels, name="sms-spam", source=str(path), normalize=normalize)
