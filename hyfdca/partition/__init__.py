@@ -1,0 +1,23 @@
+"""Federated data: client blocks over global ids, and builders that split pooled data."""
+
+from hyfdca.partition._builders import (
+    dealt_features,
+    from_blocks,
+    horizontal,
+    hybrid_grid,
+    mnist_quadrants,
+    vertical,
+)
+from hyfdca.partition._federated import ClientBlock, FederatedDataset, make_block
+
+__all__ = [
+    "ClientBlock",
+    "FederatedDataset",
+    "dealt_features",
+    "from_blocks",
+    "horizontal",
+    "hybrid_grid",
+    "make_block",
+    "mnist_quadrants",
+    "vertical",
+]

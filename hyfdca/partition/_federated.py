@@ -1,0 +1,215 @@
+"""The federated data model: client blocks over global sample and feature ids.
+
+Client k holds a sparse block X^k with rows I_k (its samples, global ids), columns J_k
+(its features, global ids) and the labels of its samples. The blocks partition the
+non-zero entries of the pooled X: sum_k X^k = X, with no entry held twice (design
+section 2). Derived: the holders C_i of each sample, |C_i|, and the full squared row
+norms q_i = sum_k ||x_i^k||^2 (in a deployment a secure sum at set-up).
+"""
+
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+import scipy.sparse as sp
+
+from solvers import as_csr
+
+_SHOW = 10  # ids listed per problem in an error message
+
+
+@dataclass(frozen=True, eq=False)
+class ClientBlock:
+    """One client's data: X (|I_k| x |J_k| CSR, local coordinates), I_k, J_k, labels."""
+
+    sample_ids: np.ndarray
+    feature_ids: np.ndarray
+    X: sp.csr_matrix
+    y: np.ndarray
+
+    @property
+    def shape(self):
+        return self.X.shape
+
+
+def _ids(values):
+    return np.asarray(values, dtype=np.int64).ravel()
+
+
+def _listing(ids):
+    ids = np.asarray(ids)
+    head = ", ".join(str(v) for v in ids[:_SHOW].tolist())
+    more = f", ... ({ids.size} in all)" if ids.size > _SHOW else ""
+    return f"[{head}{more}]"
+
+
+class FederatedDataset:
+    """Client blocks of one pooled problem, validated on construction.
+
+    Parameters
+    ----------
+    blocks : list of ClientBlock
+        Client k is ``blocks[k]``.
+    n_samples, n_features : int
+        N and d of the pooled matrix.
+
+    Raises
+    ------
+    ValueError
+        Listing every problem found: block shapes that do not match their ids, ids out of
+        range or repeated, empty clients, samples or features no client holds, entries
+        held by two clients, holders that disagree on a label, NaN or inf values.
+    """
+
+    def __init__(self, blocks, n_samples, n_features):
+        self.blocks = list(blocks)
+        self.n_samples = int(n_samples)
+        self.n_features = int(n_features)
+        problems = self._problems()
+        if problems:
+            raise ValueError("invalid federated data set:\n  - " + "\n  - ".join(problems))
+
+    @property
+    def n_clients(self):
+        return len(self.blocks)
+
+    # --- validation -------------------------------------------------------------------
+
+    def _problems(self):
+        if not self.blocks:
+            return ["no clients"]
+        problems = []
+        for k, block in enumerate(self.blocks):
+            problems += _block_problems(k, block, self.n_samples, self.n_features)
+        if problems:
+            return problems  # the checks below index with the ids
+        for axis, count, name in ((0, self.n_samples, "samples"),
+                                  (1, self.n_features, "features")):
+            held = np.zeros(count, dtype=bool)
+            for block in self.blocks:
+                held[block.sample_ids if axis == 0 else block.feature_ids] = True
+            if not held.all():
+                problems.append(f"{name} held by no client: {_listing(np.flatnonzero(~held))}")
+        problems += self._overlap_problems()
+        problems += self._label_problems()
+        return problems
+
+    def _overlap_problems(self):
+        keys = np.concatenate([self._global_keys(b) for b in self.blocks])
+        if keys.size == 0:
+            return []
+        keys.sort()
+        dup = keys[1:][keys[1:] == keys[:-1]]
+        if dup.size == 0:
+            return []
+        pairs = [(int(k // self.n_features), int(k % self.n_features)) for k in dup[:_SHOW]]
+        return [f"{dup.size} entries (sample, feature) held by more than one client, e.g. "
+                f"{pairs}; build overlapping holdings with from_blocks (lowest client id "
+                f"keeps an entry)"]
+
+    def _global_keys(self, block):
+        coo = block.X.tocoo()
+        return (block.sample_ids[coo.row] * self.n_features + block.feature_ids[coo.col])
+
+    def _label_problems(self):
+        labels = np.full(self.n_samples, np.nan)
+        seen = np.zeros(self.n_samples, dtype=bool)
+        conflicts = []
+        for block in self.blocks:
+            ids = block.sample_ids
+            clash = seen[ids] & (labels[ids] != block.y)
+            conflicts.append(ids[clash])
+            fresh = ~seen[ids]
+            labels[ids[fresh]] = block.y[fresh]
+            seen[ids] = True
+        conflicts = np.unique(np.concatenate(conflicts))
+        if conflicts.size:
+            return [f"holders disagree on the label of samples {_listing(conflicts)}"]
+        return []
+
+    # --- derived quantities -----------------------------------------------------------
+
+    @cached_property
+    def labels(self):
+        """y over all N samples (holders agree, checked at construction)."""
+        y = np.empty(self.n_samples)
+        for block in self.blocks:
+            y[block.sample_ids] = block.y
+        return y
+
+    @cached_property
+    def _holder_index(self):
+        samples = np.concatenate([b.sample_ids for b in self.blocks])
+        clients = np.concatenate([np.full(b.sample_ids.size, k, dtype=np.int64)
+                                  for k, b in enumerate(self.blocks)])
+        order = np.argsort(samples, kind="stable")
+        indptr = np.zeros(self.n_samples + 1, dtype=np.int64)
+        np.cumsum(np.bincount(samples, minlength=self.n_samples), out=indptr[1:])
+        return indptr, clients[order]
+
+    @property
+    def holder_counts(self):
+        """|C_i|: how many clients hold sample i."""
+        return np.diff(self._holder_index[0])
+
+    def holders(self, i):
+        """C_i: the ids of the clients holding sample i, ascending."""
+        indptr, clients = self._holder_index
+        return clients[indptr[i]:indptr[i + 1]]
+
+    @cached_property
+    def sq_row_norms(self):
+        """q_i = ||x_i||^2 = sum over holders k of ||x_i^k||^2."""
+        q = np.zeros(self.n_samples)
+        for block in self.blocks:
+            partial = np.asarray(block.X.multiply(block.X).sum(axis=1)).ravel()
+            np.add.at(q, block.sample_ids, partial)
+        return q
+
+    def reassemble(self):
+        """(X, y) pooled again: X = sum_k X^k as canonical CSR (int32 indices)."""
+        rows, cols, vals = [], [], []
+        for block in self.blocks:
+            coo = block.X.tocoo()
+            rows.append(block.sample_ids[coo.row])
+            cols.append(block.feature_ids[coo.col])
+            vals.append(coo.data)
+        X = sp.csr_matrix(
+            (np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))),
+            shape=(self.n_samples, self.n_features),
+        )
+        return as_csr(X), self.labels.copy()
+
+    def __repr__(self):
+        nnz = sum(b.X.nnz for b in self.blocks)
+        return (f"FederatedDataset({self.n_clients} clients, {self.n_samples} samples x "
+                f"{self.n_features} features, {nnz} non-zeros)")
+
+
+def _block_problems(k, block, n_samples, n_features):
+    problems = []
+    I, J = block.sample_ids, block.feature_ids
+    if I.size == 0 or J.size == 0:
+        return [f"client {k} is empty ({I.size} samples, {J.size} features)"]
+    if block.X.shape != (I.size, J.size):
+        problems.append(f"client {k}: block shape {block.X.shape} does not match "
+                        f"{I.size} sample ids x {J.size} feature ids")
+    if block.y.shape != (I.size,):
+        problems.append(f"client {k}: {block.y.shape[0]} labels for {I.size} samples")
+    for ids, count, name in ((I, n_samples, "sample"), (J, n_features, "feature")):
+        bad = ids[(ids < 0) | (ids >= count)]
+        if bad.size:
+            problems.append(f"client {k}: {name} ids out of range [0, {count}): {_listing(bad)}")
+        if np.any(np.diff(ids) <= 0):
+            problems.append(f"client {k}: {name} ids must be strictly increasing (no repeats)")
+    if not np.all(np.isfinite(block.X.data)):
+        problems.append(f"client {k}: block contains NaN or infinite values")
+    if not np.all(np.isfinite(block.y)):
+        problems.append(f"client {k}: labels contain NaN or infinite values")
+    return problems
+
+
+def make_block(X, y, sample_ids, feature_ids):
+    """A ClientBlock with ids as int64 and X as canonical CSR (int32 indices)."""
+    return ClientBlock(_ids(sample_ids), _ids(feature_ids), as_csr(X),
+                       np.asarray(y, dtype=np.float64).ravel())
