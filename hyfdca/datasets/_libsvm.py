@@ -56,10 +56,14 @@ def load_libsvm(path, *, n_features=None, name=None, normalize=False, task="clas
     try:
         X, y = load_svmlight_file(str(path), n_features=n_features, dtype=np.float64,
                                   zero_based=False)
+        error = None if np.isfinite(X.data).all() and np.isfinite(y).all() else "non-finite"
     except (ValueError, RuntimeError) as err:
+        error = err
+    if error is not None:
         bad = _first_bad_line(path, n_features)
-        where = f"line {bad[0]}: {bad[1]}" if bad else str(err)
-        raise ValueError(f"cannot read LIBSVM file {path}, {where}") from err
+        where = f"line {bad[0]}: {bad[1]}" if bad else str(error)
+        raise ValueError(f"cannot read LIBSVM file {path}, {where}") from (
+            error if isinstance(error, Exception) else None)
     return make_dataset(X, y, name=name or path.name, source=str(path), task=task,
                         normalize=normalize)
 

@@ -1,0 +1,202 @@
+"""Federated partitions: exact round trips, the paper's schemes, validation errors."""
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from hyfdca import partition as P
+from hyfdca.partition import ClientBlock, FederatedDataset, make_block
+
+
+@pytest.fixture(scope="module")
+def data():
+    rng = np.random.default_rng(11)
+    X = sp.random(90, 40, density=0.2, random_state=rng, format="csr")
+    X.data = rng.normal(size=X.nnz)
+    return X, np.where(rng.random(90) < 0.5, 1.0, -1.0)
+
+
+@pytest.fixture(scope="module")
+def images():
+    rng = np.random.default_rng(3)
+    X = sp.random(60, 36, density=0.4, random_state=rng, format="csr")  # 6 x 6 images
+    return X, rng.integers(0, 10, 60).astype(float)
+
+
+def assert_round_trip(fd, X, y):
+    X2, y2 = fd.reassemble()
+    assert X2.shape == X.shape and (X2 != X).nnz == 0
+    np.testing.assert_array_equal(y2, y)
+
+
+BUILDERS = {
+    "horizontal": lambda X, y: P.horizontal(X, y, 4),
+    "vertical": lambda X, y: P.vertical(X, y, 3),
+    "grid": lambda X, y: P.hybrid_grid(X, y, 3, 3),
+    "grid-shuffled": lambda X, y: P.hybrid_grid(X, y, 5, 2, shuffle=True, seed=4),
+    "dealt": lambda X, y: P.dealt_features(X, y, 3, 4, seed=1),
+    "explicit": lambda X, y: P.from_blocks(X, y, [(range(60), range(30)), (range(40, 90),
+                                                  range(40)), (range(90), range(25, 40))]),
+}
+
+
+@pytest.mark.parametrize("name", BUILDERS)
+def test_round_trip_is_exact(data, name):
+    X, y = data
+    fd = BUILDERS[name](X, y)
+    assert_round_trip(fd, X, y)
+    np.testing.assert_allclose(fd.sq_row_norms, np.asarray(X.multiply(X).sum(axis=1)).ravel(),
+                               rtol=1e-14)
+    for k, block in enumerate(fd.blocks):
+        np.testing.assert_array_equal(block.y, y[block.sample_ids])
+        for i in block.sample_ids[:5]:
+            assert k in fd.holders(i)
+
+
+def test_grid_shapes_and_holders(data):
+    X, y = data
+    fd = P.hybrid_grid(X, y, 3, 2)
+    assert fd.n_clients == 6
+    assert [b.shape for b in fd.blocks[:2]] == [(30, 20), (30, 20)]
+    np.testing.assert_array_equal(fd.holder_counts, 2)
+    np.testing.assert_array_equal(fd.holders(0), [0, 1])
+    np.testing.assert_array_equal(fd.holders(89), [4, 5])
+    assert np.array_equal(P.horizontal(X, y, 3).holder_counts, np.ones(90))
+    assert np.array_equal(P.vertical(X, y, 3).holder_counts, np.full(90, 3))
+
+
+def test_dealt_features_share_every_sample_evenly(data):
+    X, y = data
+    fd = P.dealt_features(X, y, 3, 4, seed=1)
+    per_sample = np.zeros((90, 12), dtype=int)
+    for k, block in enumerate(fd.blocks):
+        per_sample[block.sample_ids, k] = np.diff(block.X.indptr)
+    counts = per_sample.reshape(90, 3, 4).sum(axis=1)   # clients of the sample's group
+    assert np.all(counts.max(axis=1) - counts.min(axis=1) <= 1)
+    np.testing.assert_array_equal(counts.sum(axis=1), np.diff(X.indptr))
+    np.testing.assert_array_equal(fd.holder_counts, 4)
+    other = P.dealt_features(X, y, 3, 4, seed=2)
+    assert any(not np.array_equal(a.feature_ids, b.feature_ids)
+               for a, b in zip(fd.blocks, other.blocks))
+
+
+def test_dealt_features_cover_all_zero_columns():
+    X = sp.csr_matrix(np.array([[1.0, 0, 2, 0], [0, 0, 3, 4]]))
+    fd = P.dealt_features(X, [1, -1], 1, 2)
+    assert_round_trip(fd, X, np.array([1.0, -1]))
+    assert 1 in np.concatenate([b.feature_ids for b in fd.blocks])
+
+
+@pytest.mark.parametrize("n_clients, groups", [(4, [1, 1, 1, 1]), (5, [2, 1, 1, 1]),
+                                               (10, [3, 3, 2, 2])])
+def test_mnist_quadrants(images, n_clients, groups):
+    X, y = images
+    fd = P.mnist_quadrants(X, y, n_clients, image_shape=(6, 6))
+    X_bias = sp.hstack([X, np.full((60, 1), 10.0)], format="csr")
+    assert_round_trip(fd, X_bias, y)
+    np.testing.assert_array_equal(fd.holder_counts, 4)
+    quadrant_sets = [set(), set(), set(), set()]
+    first = 0
+    for q, size in enumerate(groups):
+        clients = range(first, first + size)
+        first += size
+        for k in clients:
+            quadrant_sets[q].add(tuple(fd.blocks[k].feature_ids))
+        held = np.concatenate([fd.blocks[k].sample_ids for k in clients])
+        np.testing.assert_array_equal(np.sort(held), np.arange(60))  # each sample once
+    top_left = tuple(r * 6 + c for r in range(3) for c in range(3))
+    assert quadrant_sets[0] == {top_left}
+    assert all(36 in f for f in quadrant_sets[3])                     # bias with quadrant 3
+    assert all(fd.blocks[k].X[:, -1].toarray().ravel().tolist() == [10.0] *
+               fd.blocks[k].shape[0] for k in range(first - groups[3], first))
+
+
+def test_mnist_quadrants_without_bias_and_errors(images):
+    X, y = images
+    assert_round_trip(P.mnist_quadrants(X, y, 4, image_shape=(6, 6), bias=None), X, y)
+    with pytest.raises(ValueError, match="at least 4 clients"):
+        P.mnist_quadrants(X, y, 3, image_shape=(6, 6))
+    with pytest.raises(ValueError, match="images of shape \\(28, 28\\) have 784 pixels"):
+        P.mnist_quadrants(X, y, 4)
+
+
+def test_explicit_overlap_goes_to_the_lowest_client():
+    X = sp.csr_matrix(np.arange(1.0, 13.0).reshape(3, 4))
+    fd = P.from_blocks(X, [1, 1, -1], [([0, 1], [0, 1, 2]), ([1, 2], [1, 2, 3]),
+                                       ([0, 2], [0, 3])])
+    assert_round_trip(fd, X, np.array([1.0, 1, -1]))
+    c0, c1, c2 = (b.X.toarray() for b in fd.blocks)
+    assert c0[1, 1] == X[1, 1] and c1[0, 0] == 0          # (1,1) held by 0 and 1: 0 keeps it
+    assert c2[0, 1] == X[0, 3] and c1[1, 2] == X[2, 3]    # (0,3) only in 2; (2,3) in 1 and 2
+    assert c2[1, 1] == 0
+    np.testing.assert_array_equal(fd.holder_counts, [2, 2, 2])
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(0, 2**31), st.integers(1, 5))
+def test_random_overlapping_blocks_round_trip(seed, n_clients):
+    rng = np.random.default_rng(seed)
+    X = sp.random(20, 12, density=0.3, random_state=rng, format="csr")
+    y = rng.integers(0, 3, 20).astype(float)
+    blocks = [(rng.choice(20, rng.integers(1, 21), replace=False),
+               rng.choice(12, rng.integers(1, 13), replace=False)) for _ in range(n_clients)]
+    blocks.append((np.arange(20), np.arange(12)))   # a catch-all so everything is covered
+    assert_round_trip(P.from_blocks(X, y, blocks), X, y)
+
+
+# --- validation -------------------------------------------------------------------------
+
+def _blocks(X, y, spec):
+    return [make_block(X[np.ix_(I, J)], y[I], I, J) for I, J in spec]
+
+
+@pytest.mark.parametrize("spec, message", [
+    ([([0, 1], [0, 1, 2])], "samples held by no client: [2]"),
+    ([([0, 1, 2], [0, 1])], "features held by no client: [2]"),
+    ([([0, 1, 2], [0, 1, 2]), ([], [0])], "client 1 is empty (0 samples, 1 features)"),
+    ([([0, 1, 2], [0, 1, 2]), ([0, 1], [0])], "entries (sample, feature) held by more than one"),
+])
+def test_federated_dataset_lists_problems(spec, message):
+    X = sp.csr_matrix(np.arange(1.0, 10.0).reshape(3, 3))
+    y = np.array([1.0, -1, 1])
+    with pytest.raises(ValueError, match="invalid federated data set") as err:
+        FederatedDataset(_blocks(X, y, spec), 3, 3)
+    assert message in str(err.value)
+
+
+def test_out_of_range_ids_and_shape_mismatch_are_listed():
+    block = ClientBlock(np.array([0, 5]), np.array([0, 1]), sp.csr_matrix((3, 2)),
+                        np.zeros(2))
+    with pytest.raises(ValueError) as err:
+        FederatedDataset([block], 3, 2)
+    text = str(err.value)
+    assert "client 0: block shape (3, 2) does not match 2 sample ids x 2 feature ids" in text
+    assert "client 0: sample ids out of range [0, 3): [5]" in text
+
+
+def test_conflicting_labels_are_named():
+    X = sp.csr_matrix(np.eye(3))
+    a = make_block(X[:, :2], [1, 1, -1], [0, 1, 2], [0, 1])
+    b = make_block(X[:, 2:], [1, -1, 1], [0, 1, 2], [2])
+    with pytest.raises(ValueError, match=r"disagree on the label of samples \[1, 2\]"):
+        FederatedDataset([a, b], 3, 3)
+
+
+def test_from_blocks_refuses_uncovered_entries_and_bad_ids(data):
+    X, y = data
+    with pytest.raises(ValueError, match="non-zero entries .* held by no client"):
+        P.from_blocks(X, y, [(range(90), range(20)), (range(45), range(20, 40))])
+    with pytest.raises(ValueError, match=r"client 1: feature ids out of range \[0, 40\): \[40\]"):
+        P.from_blocks(X, y, [(range(90), range(40)), (range(3), [40])])
+
+
+def test_builder_argument_errors(data):
+    X, y = data
+    with pytest.raises(ValueError, match="cannot split 40 features into 41 groups"):
+        P.vertical(X, y, 41)
+    with pytest.raises(ValueError, match="y has 89 entries but X has 90 samples"):
+        P.horizontal(X, y[:-1], 2)
+    with pytest.raises(ValueError, match="labels must be numeric"):
+        P.horizontal(X, np.array(["a", "b"] * 45), 2)
