@@ -8,6 +8,7 @@ from crypto._fixed_point import DEFAULT_FRACTIONAL_BITS, FixedPoint
 from crypto._interface import EncryptedVector, Evaluator, KeyHolder, OpCounts
 from crypto._paillier import paillier_backend
 from crypto._plain import plain_backend
+from crypto._secure_sum import SecureSum, masked_total
 
 BACKENDS = {"plain": plain_backend, "paillier": paillier_backend}
 
@@ -29,7 +30,9 @@ __all__ = [
     "FixedPoint",
     "KeyHolder",
     "OpCounts",
+    "SecureSum",
     "make_backend",
+    "masked_total",
     "paillier_backend",
     "plain_backend",
 ]

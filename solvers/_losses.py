@@ -153,3 +153,24 @@ def coordinate_step(code, alpha, z, y, s, smoothing):
     else:
         nb = _logistic_beta(beta, m, s)
     return y * nb - alpha
+
+
+@njit(cache=True)
+def weighted_objective_sums(code, z, y, alpha, weight, smoothing):
+    """(sum_i weight_i l(z_i), sum_i weight_i -l*(-alpha_i)).
+
+    beta = alpha y is first projected onto the loss's domain, so that a dual value pushed
+    out of it by fixed-point rounding (2^-f) does not count as infeasible.
+    """
+    loss = 0.0
+    conj = 0.0
+    for i in range(z.shape[0]):
+        a = alpha[i]
+        if code != SQUARED:
+            beta = max(a * y[i], 0.0)
+            if code != SQUARED_HINGE:
+                beta = min(beta, 1.0)
+            a = beta * y[i]
+        loss += weight[i] * loss_value(code, z[i], y[i], smoothing)
+        conj += weight[i] * neg_conjugate(code, a, y[i], smoothing)
+    return loss, conj

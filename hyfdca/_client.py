@@ -1,0 +1,157 @@
+"""A HyFDCA client: its block, its labels, the alpha of its samples, w on its features."""
+
+import time
+
+import numpy as np
+
+from hyfdca import _messages as msg
+from hyfdca._local_dual import local_dual_method
+from solvers._losses import weighted_objective_sums
+
+
+class Client:
+    """Client k of the protocol. Holds nothing of other clients' data.
+
+    Parameters
+    ----------
+    block : ClientBlock
+        X^k (local CSR), I_k, J_k and the labels of its samples.
+    sq_norms : array over I_k
+        Full squared row norms q_i (a secure sum at set-up).
+    holder_counts : array over I_k
+        |C_i| for its samples.
+    keys : crypto KeyHolder
+        Encryption and decryption under the clients' shared key.
+    masker : crypto SecureSum
+        Pairwise masks for secure sums (key shared by the clients only).
+    settings : HyFDCASettings
+    stream : tuple of int
+        Seed of this client's index draws; round t draws from default_rng(stream + (t,)),
+        so holders with the same stream draw the same indices whatever their history.
+    """
+
+    def __init__(self, client_id, block, sq_norms, holder_counts, keys, masker, settings,
+                 stream):
+        self.id = client_id
+        self.X = block.X
+        self.y = block.y
+        self.n_local = block.X.shape[0]
+        self.keys = keys
+        self.masker = masker
+        self.settings = settings
+        self.stream = tuple(stream)
+        self.round = 0
+        self.alpha = np.zeros(self.n_local)
+        self.w = np.zeros(block.X.shape[1])
+        self.q = np.asarray(sq_norms, dtype=np.float64)
+        partial = np.asarray(block.X.multiply(block.X).sum(axis=1)).ravel()
+        if settings.rho == "norm":
+            self.rho = np.divide(self.q, partial, out=np.ones_like(self.q), where=partial > 0)
+        else:
+            self.rho = np.ones_like(self.q)
+        self.inv_holders = 1.0 / np.asarray(holder_counts, dtype=np.float64)
+        self.H = settings.inner_steps(self.n_local)
+        self.drawn = np.zeros(0, dtype=np.int64)
+        self.compute_seconds = 0.0
+
+    # --- step 1-2: dual sync and primal contribution ---------------------------------
+
+    def _apply_sync(self, sync):
+        if sync.positions.size:
+            self.alpha[sync.positions] = self.keys.decrypt(sync.alpha)
+
+    def _primal(self):
+        return self.X.T @ self.alpha / self.settings.lam_n
+
+    def start_round(self, message):
+        """Sync duals, draw this round's samples among the eligible ones, send v_k."""
+        self._apply_sync(message.sync)
+        self.drawn = self._draw(message.eligible, self.round)
+        return msg.PrimalContribution(v=self._primal(), drawn=self.drawn)
+
+    def _draw(self, eligible, round_):
+        candidates = np.flatnonzero(eligible)
+        if candidates.size == 0:
+            return np.zeros(0, dtype=np.int64)
+        rng = np.random.default_rng(self.stream + (round_,))
+        if self.settings.draw == "random":
+            picks = rng.integers(0, candidates.size, size=self.H)
+        else:
+            reps = -(-self.H // candidates.size)
+            picks = np.concatenate([rng.permutation(candidates.size)
+                                    for _ in range(reps)])[:self.H]
+        return candidates[picks].astype(np.int64)
+
+    # --- step 3: secure inner product -------------------------------------------------
+
+    def inner_product_parts(self, message):
+        """Receive w on J_k; send Enc(x_i^k . w) for the requested samples."""
+        self.w = message.w
+        if message.sync is not None:
+            self._apply_sync(message.sync)
+        rows = self.X[message.requested]
+        return msg.InnerProductParts(parts=self.keys.encrypt(rows @ self.w))
+
+    # --- step 4-5: local dual method and dual update ----------------------------------
+
+    def local_update(self, message):
+        """Decrypt the margins, run LocalDualMethod, send Enc(dalpha_i / |C_i|)."""
+        z = np.zeros(self.n_local)
+        if message.w is not None:  # sole holder of its samples: margins are local
+            self.w = message.w
+            self._apply_sync(message.sync)
+            z[self.drawn] = self.X[self.drawn] @ self.w
+        elif self.drawn.size:
+            z[self.drawn] = self.keys.decrypt(message.margins)
+        s = self.settings
+        start = time.perf_counter()
+        dalpha, _ = local_dual_method(self.X.data, self.X.indices, self.X.indptr, self.y,
+                                      self.alpha, z, self.q, self.rho, self.drawn,
+                                      s.loss_code, s.lam_n, s.sigma_value, s.smoothing,
+                                      self.X.shape[1])
+        self.compute_seconds = time.perf_counter() - start
+        changed = np.flatnonzero(dalpha)
+        return msg.DualUpdate(positions=changed,
+                              dalpha=self.keys.encrypt(dalpha[changed] * self.inv_holders[changed]))
+
+    # --- step 6: second primal aggregation, line-search shares -------------------------
+
+    def primal_update(self, message, predraw):
+        """Add the aggregated dalpha of its samples (the tentative alpha); send v_k, the
+        masked line-search shares and, if ``predraw``, next round's draws."""
+        before = self.alpha.copy()
+        if message.positions.size:
+            self.alpha[message.positions] += self.keys.decrypt(message.delta)
+        shares = None
+        if self.settings.line_search:
+            d = self.alpha - before
+            weight = self.inv_holders / self.settings.n_samples
+            shares = self.masker.mask([np.sum(weight * self.y * d),
+                                       np.sum(weight * before * d),
+                                       np.sum(weight * d * d)],
+                                      self.id, message.participants, message.tag)
+        next_drawn = None
+        if predraw:  # full participation: announce next round's draws now
+            next_drawn = self.drawn = self._draw(np.ones(self.n_local, dtype=bool),
+                                                 self.round + 1)
+        return msg.PrimalUpdate(v=self._primal(), shares=shares, next_drawn=next_drawn)
+
+    # --- secure sums and the certificate ----------------------------------------------
+
+    def eval_sync(self, message):
+        self._apply_sync(message)
+        return msg.PrimalContribution(v=self._primal(), drawn=np.zeros(0, dtype=np.int64))
+
+    def all_parts(self, message):
+        """Enc(x_i^k . w) for all its samples (second SecureInnerProduct, certificate)."""
+        self.w = message.w
+        return msg.InnerProductParts(parts=self.keys.encrypt(self.X @ self.w))
+
+    def eval_shares(self, message):
+        """Masked shares of sum_i l(z_i)/|C_i| and sum_i -l*(-alpha_i)/|C_i|."""
+        z = self.keys.decrypt(message.margins)
+        s = self.settings
+        loss, conj = weighted_objective_sums(s.loss_code, z, self.y, self.alpha,
+                                             self.inv_holders, s.smoothing)
+        return msg.EvalShares(self.masker.mask([loss, conj], self.id, message.participants,
+                                               message.tag))

@@ -1,0 +1,71 @@
+"""Per-round history of a HyFDCA run, with export to CSV and JSON."""
+
+import csv
+import json
+
+import numpy as np
+
+ROUND_FIELDS = ("round", "available", "step", "rtc", "bytes_up", "bytes_down",
+                "encrypt", "decrypt", "add", "multiply", "compute_seconds",
+                "protocol_seconds")
+EVAL_FIELDS = ("primal", "dual", "gap", "relative_loss", "validation_accuracy")
+
+
+class History:
+    """Rounds (traffic, crypto counts, slowest client's compute) and evaluations
+    (primal, dual, gap, relative loss (P - P*)/P* when P* is known, validation accuracy).
+
+    ``rows()`` merges them: one row per round, evaluation columns NaN where not evaluated.
+    Row 0 is the starting point (alpha = 0).
+    """
+
+    def __init__(self, p_star=None):
+        self.p_star = p_star
+        self.rounds = []
+        self.evaluations = {}
+
+    def add_round(self, record):
+        self.rounds.append({f: record[f] for f in ROUND_FIELDS})
+
+    def add_evaluation(self, round_, primal, dual, accuracy=None):
+        rel = (primal - self.p_star) / self.p_star if self.p_star else np.nan
+        self.evaluations[round_] = dict(primal=primal, dual=dual, gap=primal - dual,
+                                        relative_loss=rel,
+                                        validation_accuracy=np.nan if accuracy is None
+                                        else accuracy)
+
+    @property
+    def last_evaluation(self):
+        return self.evaluations[max(self.evaluations)]
+
+    def rows(self):
+        start = dict.fromkeys(ROUND_FIELDS, 0)
+        rows = []
+        for record in [start] + self.rounds:
+            row = dict(record)
+            row.update(self.evaluations.get(record["round"], dict.fromkeys(EVAL_FIELDS, np.nan)))
+            rows.append(row)
+        return rows
+
+    def column(self, name):
+        return np.array([row[name] for row in self.rows()], dtype=float)
+
+    def simulated_time(self, latency=0.0):
+        """Cumulative wall time as if clients ran in parallel: per round the slowest
+        client's compute plus RTC x latency (seconds). Encryption time is added by the
+        crypto profiler, which measures it per backend."""
+        per_round = self.column("compute_seconds") + latency * self.column("rtc")
+        return np.cumsum(per_round)
+
+    def to_csv(self, path):
+        rows = self.rows()
+        with open(path, "w", newline="") as handle:
+            writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+            writer.writeheader()
+            writer.writerows(rows)
+
+    def to_json(self, path):
+        clean = [{k: (None if isinstance(v, float) and not np.isfinite(v) else v)
+                  for k, v in row.items()} for row in self.rows()]
+        with open(path, "w") as handle:
+            json.dump({"p_star": self.p_star, "rows": clean}, handle, indent=1)

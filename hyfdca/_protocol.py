@@ -1,0 +1,253 @@
+"""One HyFDCA run: set-up, the outer iterations (design section 3) and the certificate.
+
+Per round, with available clients K_t, the phases (each one round trip) are:
+
+  A  dual sync + primal aggregation: clients sync Enc(alpha), draw their samples, send
+     v_k; the server forms w. Skipped under full participation after round 0 (nothing
+     is stale; the draws came with the previous round's phase D, the sync rides with B).
+  B  secure inner product: clients send Enc(x_i^k . w) for the drawn samples; the server
+     adds them (stale parts of absent holders included). Skipped when every sample has a
+     single holder (horizontal FL): margins are then computed locally.
+  C  local dual method: clients decrypt their margins, run H steps, send Enc(dalpha/|C_i|).
+  D  primal aggregation: clients add the aggregated Enc(dalpha), send v_k and masked
+     line-search sums; the server picks g and applies alpha += g dalpha, w += g dw.
+  E  (optional) second secure inner product: fresh stored parts for the next round.
+
+So a round costs 2 RTC (horizontal, full participation), 3 (hybrid, full) or 4-5
+(partial participation), as in the paper.
+"""
+
+import time
+
+import numpy as np
+
+from crypto import SecureSum, make_backend, masked_total
+from hyfdca import _messages as msg
+from hyfdca._channel import Channel
+from hyfdca._client import Client
+from hyfdca._history import History
+from hyfdca._server import Server
+
+CRYPTO_FIELDS = ("encrypt", "decrypt", "add", "multiply")
+
+
+class HyFDCARun:
+    """Clients, server and channel of one run, built from a FederatedDataset.
+
+    Parameters
+    ----------
+    dataset : FederatedDataset
+    settings : HyFDCASettings
+    crypto : str
+        Backend name ("plain", "paillier").
+    crypto_options : dict
+        Passed to the backend factory (e.g. ``n_length``, ``insecure``).
+    frac_bits : int
+        Fixed-point fractional bits f of every encrypted value.
+    seed : int
+        The one seed behind participation and index draws.
+    record : bool
+        Keep every message the server receives (``channel.server_inbox``), for audits.
+    """
+
+    def __init__(self, dataset, settings, *, crypto="plain", crypto_options=None,
+                 frac_bits=32, seed=0, record=False):
+        self.dataset = dataset
+        self.settings = settings.bind(dataset)
+        self.seed = int(seed)
+        keys, evaluator = make_backend(crypto, frac_bits=frac_bits, **(crypto_options or {}))
+        self.counts = evaluator.counts
+        masker = SecureSum(frac_bits=frac_bits)
+        self.frac_bits = frac_bits
+        self.channel = Channel(evaluator, record=record)
+        self.server = Server(dataset, evaluator, self.settings, frac_bits)
+        counts, q = dataset.holder_counts, dataset.sq_row_norms
+        streams = _sampling_streams(dataset, self.settings.sampling, self.seed)
+        self.clients = [Client(k, b, q[b.sample_ids], counts[b.sample_ids], keys, masker,
+                               self.settings, streams[k])
+                        for k, b in enumerate(dataset.blocks)]
+        self.local_margins = bool(np.all(counts == 1))
+        self.participation_rng = np.random.default_rng([self.seed, 0])
+        self._cycles = _cyclic_subsets(len(self.clients), self.settings, self.participation_rng)
+        self.round = 0
+
+    # --- participation ------------------------------------------------------------------
+
+    def available(self):
+        s, K = self.settings, len(self.clients)
+        if s.participation == "full":
+            return np.arange(K)
+        if s.participation == "cyclic":
+            return self._cycles[self.round % len(self._cycles)]
+        size = max(1, int(round(s.fraction * K)))
+        return np.sort(self.participation_rng.choice(K, size=size, replace=False))
+
+    def _eligible(self, available):
+        """Per client, which samples may be drawn: all, or (consistent aggregation) those
+        whose holders are all present."""
+        if self.settings.aggregation == "mean":
+            return {k: np.ones(self.clients[k].n_local, bool) for k in available}
+        present = np.zeros(self.dataset.n_samples, dtype=np.int64)
+        for k in available:
+            present[self.dataset.blocks[k].sample_ids] += 1
+        complete = present == self.dataset.holder_counts
+        return {k: complete[self.dataset.blocks[k].sample_ids] for k in available}
+
+    # --- one round ----------------------------------------------------------------------
+
+    def step(self):
+        """Run one outer iteration; return its record (traffic, crypto counts, timing)."""
+        ch, server, clients = self.channel, self.server, self.clients
+        avail = self.available()
+        full = self.settings.participation == "full"
+        before = self.counts.as_dict()
+        for k in avail:
+            clients[k].round = self.round
+
+        phase_a = not (full and self.round > 0)
+        if phase_a:
+            ch.round_trip("dual sync + primal aggregation")
+            eligible = self._eligible(avail)
+            for k in avail:
+                m = ch.down(k, server.round_start(k, eligible[k]))
+                server.receive_primal(k, ch.up(k, clients[k].start_round(m)))
+            server.w = server.aggregate_primal()
+
+        server.start_inner_products(avail)
+        if not self.local_margins:
+            ch.round_trip("secure inner product")
+            for k in avail:
+                m = ch.down(k, server.weights_message(k, with_sync=not phase_a))
+                server.receive_parts(k, ch.up(k, clients[k].inner_product_parts(m)))
+            server.sum_parts()
+
+        ch.round_trip("local dual method")
+        server.start_dual_aggregation()
+        compute = 0.0
+        for k in avail:
+            m = ch.down(k, server.margins_message(k, with_weights=self.local_margins))
+            server.receive_dual_update(k, ch.up(k, clients[k].local_update(m)))
+            compute = max(compute, clients[k].compute_seconds)
+
+        ch.round_trip("primal aggregation")
+        tentative, shares, draws = {}, [], {}
+        tag = f"round-{self.round}"
+        for k in avail:
+            m = ch.down(k, server.delta_message(k, avail, tag))
+            reply = ch.up(k, clients[k].primal_update(m, predraw=full))
+            tentative[k], draws[k] = reply.v, reply.next_drawn
+            shares.append(reply.shares)
+        revealed = masked_total(shares, self.frac_bits) if self.settings.line_search else None
+        g = server.finish_round(tentative, revealed, draws if full else None)
+
+        if self.settings.second_inner_product:
+            ch.round_trip("second secure inner product")
+            for k in avail:
+                m = ch.down(k, msg.WeightsAndRequest(server.w[server.feature_ids[k]],
+                                                     np.arange(clients[k].n_local)))
+                server.store_all_parts(k, ch.up(k, clients[k].all_parts(m)))
+
+        traffic = ch.take_traffic()
+        after = self.counts.as_dict()
+        self.round += 1
+        return dict(round=self.round, available=len(avail), step=g, rtc=traffic.rtc,
+                    bytes_up=traffic.bytes_up, bytes_down=traffic.bytes_down,
+                    compute_seconds=compute,
+                    **{f: after[f] - before[f] for f in CRYPTO_FIELDS})
+
+    # --- certificate --------------------------------------------------------------------
+
+    def certificate(self):
+        """(primal at w(alpha), dual at alpha) by secure sums over every client.
+
+        A separate exchange with all clients (its traffic is not charged to a round): they
+        sync alpha and send v_k, so w = X^T alpha/(lam N) exactly; then every margin is
+        a secure inner product and the loss and conjugate sums are masked secure sums.
+        The server's training state is left as it was.
+        """
+        ch, server, clients, s = self.channel, self.server, self.clients, self.settings
+        everyone = np.arange(len(clients))
+        saved = ch.take_traffic()
+        ch.round_trip("certificate: dual sync + primal aggregation")
+        v = [ch.up(k, clients[k].eval_sync(ch.down(k, server.dual_sync(k)))).v
+             for k in everyone]
+        w = server.aggregate_primal(v)
+        ch.round_trip("certificate: inner products")
+        parts = {}
+        for k in everyone:
+            m = ch.down(k, msg.WeightsAndRequest(w[server.feature_ids[k]],
+                                                 np.arange(clients[k].n_local)))
+            parts[k] = ch.up(k, clients[k].all_parts(m)).parts
+        margins = server.full_margins(parts)
+        ch.round_trip("certificate: loss and conjugate sums")
+        tag = f"certificate-{self.round}"
+        shares = []
+        for k in everyone:
+            m = ch.down(k, server.eval_message(k, margins, everyone, tag))
+            shares.append(ch.up(k, clients[k].eval_shares(m)).shares)
+        loss_sum, conj_sum = masked_total(shares, self.frac_bits)
+        self.certificate_traffic = ch.take_traffic()
+        ch.traffic = saved
+        reg = 0.5 * s.lam * float(w @ w)
+        n = self.dataset.n_samples
+        return reg + loss_sum / n, -reg + conj_sum / n, w
+
+
+def _sampling_streams(dataset, sampling, seed):
+    """Seed tuples of each client's draws: holders of the same sample set share one when
+    sampling is shared; otherwise every client has its own."""
+    if sampling == "independent":
+        return [(seed, 2, k) for k in range(dataset.n_clients)]
+    groups = {}
+    return [(seed, 1, groups.setdefault(b.sample_ids.tobytes(), len(groups)))
+            for b in dataset.blocks]
+
+
+def _cyclic_subsets(n_clients, settings, rng):
+    if settings.participation != "cyclic":
+        return None
+    n_subsets = max(1, int(np.ceil(1.0 / settings.fraction)))
+    return [np.sort(s) for s in np.array_split(rng.permutation(n_clients), n_subsets)]
+
+
+def run_hyfdca(dataset, settings, *, max_rounds=100, tol=None, eval_every=1, p_star=None,
+               validation=None, crypto="plain", crypto_options=None, frac_bits=32, seed=0,
+               record=False, progress=False, callback=None):
+    """Run HyFDCA on a FederatedDataset and return (HyFDCARun, History).
+
+    Stops after ``max_rounds`` or when the certificate's gap is at most ``tol``.
+    ``validation`` = (X_val, y_val) adds the server's validation accuracy to the history.
+    """
+    run = HyFDCARun(dataset, settings, crypto=crypto, crypto_options=crypto_options,
+                    frac_bits=frac_bits, seed=seed, record=record)
+    history = History(p_star=p_star)
+    history.add_evaluation(0, *run.certificate()[:2], _accuracy(run.server.w, validation))
+    rounds = range(max_rounds)
+    if progress:
+        from tqdm import tqdm
+        rounds = tqdm(rounds, desc="HyFDCA", unit="round")
+    for _ in rounds:
+        start = time.perf_counter()
+        record_ = run.step()
+        record_["protocol_seconds"] = time.perf_counter() - start
+        history.add_round(record_)
+        last = run.round == max_rounds
+        if run.round % eval_every == 0 or last:
+            primal, dual, _ = run.certificate()
+            history.add_evaluation(run.round, primal, dual, _accuracy(run.server.w, validation))
+            if progress:
+                rounds.set_postfix(gap=f"{primal - dual:.2e}")
+            if tol is not None and primal - dual <= tol:
+                break
+            if not np.isfinite(primal - dual):
+                break
+        if callback is not None:
+            callback(run)
+    return run, history
+
+
+def _accuracy(w, validation):
+    if validation is None:
+        return None
+    X, y = validation
+    return float(np.mean(np.where(X @ w[:X.shape[1]] >= 0, 1.0, -1.0) == y))

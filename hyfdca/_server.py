@@ -1,0 +1,161 @@
+"""The HyFDCA server: plaintext w and each client's last v_k; alpha only encrypted.
+
+State (design section 2): w; v_k of every client (stale for absent ones); Enc(alpha) at
+scale 2^(f + step bits); each client's stored Enc(x_i^k . w) parts (stale for absent
+ones); which alpha entries changed since each client last synced. It holds an Evaluator,
+never a private key, and no data or labels.
+"""
+
+import numpy as np
+
+from hyfdca import _messages as msg
+from hyfdca.aggregate import line_search_step, quantize_step
+
+
+class Server:
+    def __init__(self, dataset, evaluator, settings, frac_bits):
+        self.settings = settings
+        self.evaluator = evaluator
+        self.n_samples, self.n_features = dataset.n_samples, dataset.n_features
+        self.sample_ids = [b.sample_ids for b in dataset.blocks]
+        self.feature_ids = [b.feature_ids for b in dataset.blocks]
+        self.holder_counts = dataset.holder_counts
+        self.frac_bits = frac_bits
+        self.alpha_scale = frac_bits + settings.step_bits
+        self.w = np.zeros(self.n_features)
+        self.v = [np.zeros(J.size) for J in self.feature_ids]
+        self.enc_alpha = evaluator.zeros(self.n_samples, self.alpha_scale)
+        self.parts = [evaluator.zeros(I.size, frac_bits) for I in self.sample_ids]
+        self.version = 0
+        self.changed_at = np.zeros(self.n_samples, dtype=np.int64)
+        self.synced_at = np.zeros(len(self.sample_ids), dtype=np.int64)
+        self.drawn = [np.zeros(0, dtype=np.int64) for _ in self.sample_ids]
+        self.last_step = 1.0
+
+    # --- dual sync ---------------------------------------------------------------------
+
+    def dual_sync(self, k):
+        """Enc(alpha_i) for client k's samples that changed since it last synced."""
+        I = self.sample_ids[k]
+        positions = np.flatnonzero(self.changed_at[I] > self.synced_at[k])
+        self.synced_at[k] = self.version
+        return msg.DualSync(positions, self.evaluator.take(self.enc_alpha, I[positions]))
+
+    def round_start(self, k, eligible):
+        return msg.RoundStart(self.dual_sync(k), eligible)
+
+    def receive_primal(self, k, reply):
+        self.v[k] = reply.v
+        self.drawn[k] = reply.drawn
+
+    def aggregate_primal(self, v=None):
+        """w = sum_k v_k scattered onto the global features."""
+        v = self.v if v is None else v
+        w = np.zeros(self.n_features)
+        for J, vk in zip(self.feature_ids, v):
+            w[J] += vk
+        return w
+
+    # --- secure inner product -----------------------------------------------------------
+
+    def start_inner_products(self, available):
+        """Union of the drawn samples, and each available client's requested positions."""
+        drawn = [self.sample_ids[k][self.drawn[k]] for k in available]
+        self.union = np.unique(np.concatenate(drawn)) if drawn else np.zeros(0, np.int64)
+        self.requests = {}
+        for k in range(len(self.sample_ids)):
+            I = self.sample_ids[k]
+            pos = np.searchsorted(I, self.union)
+            hit = pos < I.size
+            hit[hit] = I[pos[hit]] == self.union[hit]
+            self.requests[k] = (pos[hit], np.flatnonzero(hit))
+        return self.union
+
+    def weights_message(self, k, with_sync):
+        sync = self.dual_sync(k) if with_sync else None
+        return msg.WeightsAndRequest(self.w[self.feature_ids[k]], self.requests[k][0], sync)
+
+    def receive_parts(self, k, reply):
+        positions = self.requests[k][0]
+        self.parts[k].payload[positions] = reply.parts.payload
+
+    def sum_parts(self):
+        """Enc(x_i . w) for the union: each holder's latest part (stale if absent)."""
+        ev = self.evaluator
+        total = ev.zeros(self.union.size, self.frac_bits)
+        for k, (positions, where) in self.requests.items():
+            if positions.size:
+                ev.add_at(total, where, ev.take(self.parts[k], positions))
+        self.margin_total = total
+
+    def margins_message(self, k, with_weights):
+        """Enc(x_i . w) for client k's draws; or, if it is the sole holder of its samples
+        (``with_weights``), w on J_k and the dual sync so that it computes them itself."""
+        if with_weights:
+            return msg.Margins(None, self.w[self.feature_ids[k]], self.dual_sync(k))
+        where = np.searchsorted(self.union, self.sample_ids[k][self.drawn[k]])
+        return msg.Margins(self.evaluator.take(self.margin_total, where))
+
+    # --- dual aggregation, second primal aggregation, line search -----------------------
+
+    def start_dual_aggregation(self):
+        self.enc_delta = self.evaluator.zeros(self.n_samples, self.frac_bits)
+        self.touched = np.zeros(self.n_samples, dtype=bool)
+
+    def receive_dual_update(self, k, reply):
+        ids = self.sample_ids[k][reply.positions]
+        self.evaluator.add_at(self.enc_delta, ids, reply.dalpha)
+        self.touched[ids] = True
+
+    def delta_message(self, k, participants, tag):
+        """Enc(aggregated dalpha_i) for client k's touched samples (the tentative step)."""
+        I = self.sample_ids[k]
+        positions = np.flatnonzero(self.touched[I])
+        return msg.TentativeStep(positions, self.evaluator.take(self.enc_delta, I[positions]),
+                                 participants, tag)
+
+    def finish_round(self, tentative_v, revealed_shares, next_draws):
+        """Choose the step g, apply alpha += g dalpha (homomorphically) and w += g dw."""
+        s = self.settings
+        dw = self.aggregate_primal([tentative_v[k] - self.v[k] if k in tentative_v
+                                    else np.zeros_like(self.v[k])
+                                    for k in range(len(self.v))])
+        g = 1.0
+        if s.line_search:
+            g = line_search_step(revealed_shares, self.w, dw, s.lam,
+                                 s.curvature_of_conjugate)
+        m, g = quantize_step(g, s.step_bits)
+        ids = np.flatnonzero(self.touched)
+        if ids.size and m != 0:
+            step = self.evaluator.take(self.enc_delta, ids)
+            if s.step_bits:
+                step = self.evaluator.multiply(step, m, s.step_bits)
+            self.evaluator.add_at(self.enc_alpha, ids, step)
+            self.version += 1
+            self.changed_at[ids] = self.version
+        for k, v_tent in tentative_v.items():
+            self.v[k] = self.v[k] + g * (v_tent - self.v[k])
+            if m == 1 << s.step_bits:
+                self.synced_at[k] = self.version  # the client already holds alpha + dalpha
+            if next_draws is not None:
+                self.drawn[k] = next_draws[k]
+        self.w = self.w + g * dw
+        self.last_step = g
+        return g
+
+    def store_all_parts(self, k, reply):
+        self.parts[k] = reply.parts
+
+    # --- certificate --------------------------------------------------------------------
+
+    def full_margins(self, parts):
+        """Enc(x_i . w) for every sample from every client's parts over all its samples."""
+        ev = self.evaluator
+        total = ev.zeros(self.n_samples, self.frac_bits)
+        for k, p in parts.items():
+            ev.add_at(total, self.sample_ids[k], p)
+        return total
+
+    def eval_message(self, k, margins, participants, tag):
+        return msg.EvalRequest(self.evaluator.take(margins, self.sample_ids[k]), participants,
+                               tag)

@@ -1,0 +1,133 @@
+"""HyFDCA settings: the variants, their parameters, and the checks between them."""
+
+from dataclasses import dataclass, fields, replace
+
+import numpy as np
+
+from solvers import LOSS_CODES, loss_code
+
+PARTICIPATION = ("full", "fraction", "cyclic")
+VARIANTS = {
+    # The paper's published method: sigma = 1, rho = 1, no line search, independent draws
+    # (Algorithm 5 draws uniformly at random), mean-over-holders aggregation.
+    "paper": dict(sigma=1.0, rho="one", line_search=False, sampling="independent",
+                  draw="random", aggregation="mean"),
+    # CoCoA+-safe curvature: sigma = the number of sample groups whose updates add up.
+    "sigma-safe": dict(sigma="safe", rho="one", line_search=False, sampling="shared",
+                       draw="permuted", aggregation="mean"),
+    # Local margin correction scaled by rho_i = q_i / ||x_i^k||^2.
+    "rho": dict(sigma=1.0, rho="norm", line_search=False, sampling="shared",
+                draw="permuted", aggregation="mean"),
+    # Dual line search on the aggregated update (design 5c).
+    "line-search": dict(sigma=1.0, rho="one", line_search=True, sampling="shared",
+                        draw="permuted", aggregation="mean"),
+    # rho + line search: an exact ascent step when every holder of a drawn sample is present.
+    "combined": dict(sigma=1.0, rho="norm", line_search=True, sampling="shared",
+                     draw="permuted", aggregation="consistent"),
+}
+DEFAULT_VARIANT = "combined"
+STEP_BITS = 16  # the line-search step g is applied as m / 2^STEP_BITS
+
+
+@dataclass(frozen=True)
+class HyFDCASettings:
+    """Everything that defines a HyFDCA run except the data and the crypto keys.
+
+    ``H`` (inner steps per client and round) or ``iic`` (the paper's inner-iterations
+    constant: H_k = max(1, round(iic * |I_k|))) must be given. ``sigma`` is a number or
+    "safe"; ``rho`` is "one" (the paper) or "norm"; ``aggregation`` is "mean" (alpha_i
+    moves by the mean of its present holders' updates, absent ones counting as 0) or
+    "consistent" (only samples whose holders are all present are drawn).
+    """
+
+    loss: str = "hinge"
+    lam: float = 1e-4
+    smoothing: float = 1.0
+    H: int | None = None
+    iic: float | None = None
+    variant: str = DEFAULT_VARIANT
+    sigma: float | str = 1.0
+    rho: str = "one"
+    line_search: bool = False
+    sampling: str = "shared"
+    draw: str = "permuted"
+    aggregation: str = "mean"
+    participation: str = "full"
+    fraction: float = 1.0
+    second_inner_product: bool = False
+    # filled in by bind()
+    n_samples: int = 0
+    sigma_value: float = 1.0
+
+    @classmethod
+    def from_variant(cls, variant=DEFAULT_VARIANT, **overrides):
+        """Settings of a named variant, with any field overridden (None = keep)."""
+        if variant not in VARIANTS:
+            raise ValueError(f"unknown variant {variant!r}; known: {sorted(VARIANTS)}")
+        values = dict(VARIANTS[variant], variant=variant)
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        settings = cls(**values)
+        settings.validate()
+        return settings
+
+    def validate(self):
+        loss_code(self.loss)
+        checks = [
+            (self.lam > 0 and np.isfinite(self.lam), f"lam must be positive, got {self.lam}"),
+            (self.smoothing > 0, f"smoothing must be positive, got {self.smoothing}"),
+            ((self.H is None) != (self.iic is None), "give exactly one of H and iic"),
+            (self.H is None or int(self.H) >= 1, f"H must be >= 1, got {self.H}"),
+            (self.iic is None or self.iic > 0, f"iic must be positive, got {self.iic}"),
+            (self.sigma == "safe" or (isinstance(self.sigma, (int, float)) and self.sigma > 0),
+             f"sigma must be a positive number or 'safe', got {self.sigma!r}"),
+            (self.rho in ("one", "norm"), f"rho must be 'one' or 'norm', got {self.rho!r}"),
+            (self.sampling in ("shared", "independent"),
+             f"sampling must be 'shared' or 'independent', got {self.sampling!r}"),
+            (self.draw in ("permuted", "random"),
+             f"draw must be 'permuted' or 'random', got {self.draw!r}"),
+            (self.aggregation in ("mean", "consistent"),
+             f"aggregation must be 'mean' or 'consistent', got {self.aggregation!r}"),
+            (self.participation in PARTICIPATION,
+             f"participation must be one of {PARTICIPATION}, got {self.participation!r}"),
+            (0 < self.fraction <= 1, f"fraction must be in (0, 1], got {self.fraction}"),
+            (not (self.line_search and self.loss == "logistic"),
+             "the dual line search is implemented for the quadratic-conjugate losses "
+             "(hinge, smoothed_hinge, squared_hinge, squared), not logistic"),
+        ]
+        problems = [text for ok, text in checks if not ok]
+        if problems:
+            raise ValueError("invalid HyFDCA settings: " + "; ".join(problems))
+
+    def bind(self, dataset):
+        """Settings with the data-dependent values (N, sigma for 'safe') filled in."""
+        sigma = self.sigma
+        if sigma == "safe":
+            counts = dataset.holder_counts
+            sigma = sum(float(np.max(1.0 / counts[b.sample_ids])) for b in dataset.blocks)
+        return replace(self, n_samples=dataset.n_samples, sigma_value=float(sigma))
+
+    @property
+    def lam_n(self):
+        return self.lam * self.n_samples
+
+    @property
+    def loss_code(self):
+        return LOSS_CODES[self.loss]
+
+    @property
+    def step_bits(self):
+        return STEP_BITS if self.line_search else 0
+
+    @property
+    def curvature_of_conjugate(self):
+        """gamma with -l*(-a) = a y - (gamma/2) a^2 on its domain (quadratic losses)."""
+        return {"hinge": 0.0, "smoothed_hinge": self.smoothing, "squared_hinge": 0.5,
+                "squared": 1.0}[self.loss]
+
+    def inner_steps(self, n_local):
+        if self.H is not None:
+            return int(self.H)
+        return max(1, int(round(self.iic * n_local)))
+
+    def as_dict(self):
+        return {f.name: getattr(self, f.name) for f in fields(self)}
