@@ -126,11 +126,14 @@ class Server:
                                  s.curvature_of_conjugate)
         m, g = quantize_step(g, s.step_bits)
         ids = np.flatnonzero(self.touched)
-        if ids.size and m != 0:
-            step = self.evaluator.take(self.enc_delta, ids)
-            if s.step_bits:
-                step = self.evaluator.multiply(step, m, s.step_bits)
-            self.evaluator.add_at(self.enc_alpha, ids, step)
+        if ids.size:
+            if m != 0:
+                step = self.evaluator.take(self.enc_delta, ids)
+                if s.step_bits:
+                    step = self.evaluator.multiply(step, m, s.step_bits)
+                self.evaluator.add_at(self.enc_alpha, ids, step)
+            # the participants hold alpha + dalpha on these entries: unless g = 1 they
+            # must be synced again, so the entries count as changed
             self.version += 1
             self.changed_at[ids] = self.version
         for k, v_tent in tentative_v.items():

@@ -11,21 +11,28 @@ VARIANTS = {
     # The paper's published method: sigma = 1, rho = 1, no line search, independent draws
     # (Algorithm 5 draws uniformly at random), mean-over-holders aggregation.
     "paper": dict(sigma=1.0, rho="one", line_search=False, sampling="independent",
-                  draw="random", aggregation="mean"),
+                  draw="random", aggregation="mean", iic=0.01),
     # CoCoA+-safe curvature: sigma = the number of sample groups whose updates add up.
     "sigma-safe": dict(sigma="safe", rho="one", line_search=False, sampling="shared",
-                       draw="permuted", aggregation="mean"),
+                       draw="permuted", aggregation="mean", iic=0.1),
     # Local margin correction scaled by rho_i = q_i / ||x_i^k||^2.
     "rho": dict(sigma=1.0, rho="norm", line_search=False, sampling="shared",
-                draw="permuted", aggregation="mean"),
+                draw="permuted", aggregation="mean", iic=0.1),
     # Dual line search on the aggregated update (design 5c).
     "line-search": dict(sigma=1.0, rho="one", line_search=True, sampling="shared",
-                        draw="permuted", aggregation="mean"),
-    # rho + line search: an exact ascent step when every holder of a drawn sample is present.
-    "combined": dict(sigma=1.0, rho="norm", line_search=True, sampling="shared",
-                     draw="permuted", aggregation="consistent"),
+                        draw="permuted", aggregation="mean", iic=1.0),
+    # All three together.
+    "combined": dict(sigma="safe", rho="norm", line_search=True, sampling="shared",
+                     draw="permuted", aggregation="mean", iic=1.0),
+    # Per regime (design section 5): with everyone present, rho + line search + a full
+    # local pass (each round an exact ascent step); with partial participation, where the
+    # line search overshoots on stale state, the safe curvature with rho and short rounds.
+    "auto-full": dict(sigma=1.0, rho="norm", line_search=True, sampling="shared",
+                      draw="permuted", aggregation="mean", iic=1.0),
+    "auto-partial": dict(sigma="safe", rho="norm", line_search=False, sampling="shared",
+                         draw="permuted", aggregation="mean", iic=0.1),
 }
-DEFAULT_VARIANT = "combined"
+DEFAULT_VARIANT = "auto"
 STEP_BITS = 16  # the line-search step g is applied as m / 2^STEP_BITS
 
 
@@ -61,11 +68,23 @@ class HyFDCASettings:
 
     @classmethod
     def from_variant(cls, variant=DEFAULT_VARIANT, **overrides):
-        """Settings of a named variant, with any field overridden (None = keep)."""
-        if variant not in VARIANTS:
-            raise ValueError(f"unknown variant {variant!r}; known: {sorted(VARIANTS)}")
-        values = dict(VARIANTS[variant], variant=variant)
-        values.update({k: v for k, v in overrides.items() if v is not None})
+        """Settings of a named variant, with any field overridden (None = keep).
+
+        "auto" is "auto-full" under full participation and "auto-partial" otherwise. A
+        variant's default ``iic`` applies unless ``H`` or ``iic`` is given.
+        """
+        overrides = {k: v for k, v in overrides.items() if v is not None}
+        name = variant
+        if variant == "auto":
+            full = overrides.get("participation", "full") == "full"
+            name = "auto-full" if full else "auto-partial"
+        if name not in VARIANTS:
+            raise ValueError(f"unknown variant {variant!r}; known: "
+                             f"{sorted(set(VARIANTS) | {'auto'})}")
+        values = dict(VARIANTS[name], variant=variant)
+        if "H" in overrides:
+            values.pop("iic")
+        values.update(overrides)
         settings = cls(**values)
         settings.validate()
         return settings
