@@ -1,0 +1,196 @@
+"""HyFDCA protocol: exactness (design section 4), convergence, accounting, reproducibility."""
+
+import json
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from hyfdca import partition as P
+from hyfdca._protocol import run_hyfdca
+from hyfdca._settings import HyFDCASettings
+from solvers import as_csr, encode_targets, loss_code, reference_optimum
+from solvers._sdca_kernels import sdca_pass
+
+LAM = 0.05
+
+
+@pytest.fixture(scope="module")
+def small(cancer):
+    X, y = cancer
+    return X[:300], y[:300]
+
+
+@pytest.fixture(scope="module")
+def p_star(small):
+    return reference_optimum(*small, loss="hinge", lam=LAM)[0]
+
+
+def partitions(X, y):
+    return {
+        "horizontal": P.horizontal(X, y, 3),
+        "vertical": P.vertical(X, y, 3),
+        "hybrid": P.hybrid_grid(X, y, 3, 3),
+        "explicit-overlapping": P.from_blocks(X, y, [(range(160), range(20)),
+                                                     (range(140, 300), range(30)),
+                                                     (range(300), range(15, 30))]),
+    }
+
+
+def server_alpha(run):
+    return run.clients[0].keys.decrypt(run.server.enc_alpha)
+
+
+@pytest.mark.parametrize("loss", ["hinge", "squared"])
+def test_one_client_is_centralized_sdca_step_for_step(small, loss):
+    X, y = small
+    Xc = as_csr(X)
+    n, seed = X.shape[0], 3
+    fed = P.horizontal(X, y, 1)
+    settings = HyFDCASettings.from_variant("paper", loss=loss, lam=LAM, H=n, draw="permuted",
+                                           sampling="shared")
+    per_round = []
+    run, _ = run_hyfdca(fed, settings, max_rounds=4, eval_every=100, seed=seed,
+                        frac_bits=50, callback=lambda r: per_round.append(server_alpha(r)))
+    Y, _ = encode_targets(y, loss)
+    alpha, W = np.zeros_like(Y), np.zeros((X.shape[1], 1))
+    q = np.asarray(Xc.multiply(Xc).sum(axis=1)).ravel()
+    for t in range(4):
+        order = np.random.default_rng((seed, 1, 0, t)).permutation(n)
+        sdca_pass(Xc.data, Xc.indices, Xc.indptr, Y, alpha, W, q, order, loss_code(loss),
+                  LAM * n, 1.0, 1.0)
+        np.testing.assert_allclose(per_round[t], alpha[:, 0], atol=1e-11)
+    np.testing.assert_allclose(run.server.w, W[:, 0], atol=1e-11)
+
+
+@pytest.mark.parametrize("name", ["horizontal", "vertical", "hybrid", "explicit-overlapping"])
+@pytest.mark.parametrize("participation, variant, aggregation", [
+    ("full", "auto", None), ("fraction", "combined", "consistent"),
+    ("cyclic", "rho", "consistent")])
+def test_server_w_is_the_dual_map_of_alpha(small, name, participation, variant, aggregation):
+    X, y = small
+    fed = partitions(X, y)[name]
+    settings = HyFDCASettings.from_variant(variant, lam=LAM, H=40, participation=participation,
+                                           fraction=0.7, aggregation=aggregation)
+    run, _ = run_hyfdca(fed, settings, max_rounds=12, eval_every=100, seed=1)
+    Xp, _ = fed.reassemble()
+    np.testing.assert_allclose(run.server.w, Xp.T @ server_alpha(run) / (LAM * X.shape[0]),
+                               atol=1e-12)
+
+
+@pytest.mark.parametrize("name", ["horizontal", "vertical", "hybrid", "explicit-overlapping"])
+@pytest.mark.parametrize("participation", ["full", "fraction", "cyclic"])
+def test_converges_to_the_centralized_optimum(small, p_star, name, participation):
+    X, y = small
+    settings = HyFDCASettings.from_variant("auto", lam=LAM, H=50, participation=participation,
+                                           fraction=0.5)
+    run, history = run_hyfdca(partitions(X, y)[name], settings, max_rounds=3000,
+                              eval_every=20, p_star=p_star, tol=5e-5 * p_star, seed=0)
+    last = history.last_evaluation
+    assert last["gap"] / last["primal"] <= 1e-4
+    assert abs(last["relative_loss"]) <= 1e-4
+
+
+def test_paper_variant_diverges_where_the_design_says(small, p_star):
+    """Design section 5: sigma = 1 with added sample-group updates blows up (3x3 hybrid)."""
+    X, y = small
+    settings = HyFDCASettings.from_variant("paper", lam=LAM, H=100)
+    _, history = run_hyfdca(P.hybrid_grid(X, y, 3, 3), settings, max_rounds=60,
+                            eval_every=60, p_star=p_star)
+    assert history.last_evaluation["relative_loss"] > 1.0
+
+
+@pytest.mark.parametrize("builder, participation, second, expected", [
+    (lambda X, y: P.horizontal(X, y, 3), "full", False, 2),
+    (lambda X, y: P.hybrid_grid(X, y, 2, 2), "full", False, 3),
+    (lambda X, y: P.hybrid_grid(X, y, 2, 2), "fraction", False, 4),
+    (lambda X, y: P.hybrid_grid(X, y, 2, 2), "fraction", True, 5),
+])
+def test_round_trips_per_round(small, builder, participation, second, expected):
+    settings = HyFDCASettings.from_variant("auto", lam=LAM, H=10, participation=participation,
+                                           fraction=0.5, second_inner_product=second)
+    _, history = run_hyfdca(builder(*small), settings, max_rounds=3, eval_every=10)
+    assert [r["rtc"] for r in history.rounds[1:]] == [expected] * 2
+    assert all(r["bytes_up"] > 0 and r["bytes_down"] > 0 for r in history.rounds)
+
+
+def test_crypto_operations_are_counted(small):
+    X, y = small
+    fed = P.hybrid_grid(X, y, 2, 2)
+    settings = HyFDCASettings.from_variant("rho", lam=LAM, H=10)
+    _, history = run_hyfdca(fed, settings, max_rounds=2, eval_every=10)
+    r = history.rounds[1]   # round 2: no phase A; B, C and D
+    # encrypt: 2 holders x drawn-sample parts (<= 4 x 10) + dual updates (<= 4 x 10)
+    assert 0 < r["encrypt"] <= 80
+    assert r["decrypt"] >= 40          # every client decrypts its 10 margins at least
+    assert r["add"] > 0 and r["multiply"] == 0   # g = 1: no scalar multiplications
+
+
+def test_participation_models(small):
+    X, y = small
+    fed = P.hybrid_grid(X, y, 2, 3)
+    for participation, sizes in (("fraction", {3}), ("cyclic", {3})):
+        settings = HyFDCASettings.from_variant("auto", lam=LAM, H=5,
+                                               participation=participation, fraction=0.5)
+        _, history = run_hyfdca(fed, settings, max_rounds=4, eval_every=10)
+        assert {r["available"] for r in history.rounds} == sizes
+
+
+def test_same_seed_same_bits(small):
+    X, y = small
+    fed = P.hybrid_grid(X, y, 2, 2)
+    settings = HyFDCASettings.from_variant("auto", lam=LAM, H=20, participation="fraction",
+                                           fraction=0.5)
+    a = run_hyfdca(fed, settings, max_rounds=5, eval_every=5, seed=4)[0].server.w
+    b = run_hyfdca(fed, settings, max_rounds=5, eval_every=5, seed=4)[0].server.w
+    c = run_hyfdca(fed, settings, max_rounds=5, eval_every=5, seed=5)[0].server.w
+    assert np.array_equal(a, b) and not np.array_equal(a, c)
+
+
+def test_certificate_matches_pooled_objectives(small):
+    X, y = small
+    fed = P.hybrid_grid(X, y, 2, 2)
+    settings = HyFDCASettings.from_variant("auto", lam=LAM, H=20)
+    run, history = run_hyfdca(fed, settings, max_rounds=5, eval_every=5)
+    alpha = server_alpha(run)
+    w = X.T @ alpha / (LAM * len(y))
+    primal = LAM / 2 * w @ w + np.mean(np.maximum(0, 1 - y * (X @ w)))
+    dual = -LAM / 2 * w @ w + np.mean(alpha * y)
+    last = history.last_evaluation
+    assert last["primal"] == pytest.approx(primal, abs=1e-8)
+    assert last["dual"] == pytest.approx(dual, abs=1e-8)
+
+
+def test_history_exports(small, tmp_path, p_star):
+    X, y = small
+    settings = HyFDCASettings.from_variant("auto", lam=LAM, H=20)
+    _, history = run_hyfdca(P.hybrid_grid(X, y, 2, 2), settings, max_rounds=4, eval_every=2,
+                            p_star=p_star, validation=(X, y))
+    history.to_csv(tmp_path / "h.csv")
+    history.to_json(tmp_path / "h.json")
+    lines = (tmp_path / "h.csv").read_text().splitlines()
+    assert len(lines) == 6 and lines[0].startswith("round,available,step,rtc")
+    rows = json.loads((tmp_path / "h.json").read_text())["rows"]
+    assert rows[2]["gap"] is not None and rows[1]["gap"] is None
+    assert 0.5 < rows[4]["validation_accuracy"] <= 1.0
+    assert np.all(np.diff(history.simulated_time(latency=0.2575)) >= 0.2575 * 3)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(H=None, iic=None, variant="paper"), None),
+    (dict(H=0), "H must be >= 1"),
+    (dict(H=5, iic=0.1), "give exactly one of H and iic"),
+    (dict(H=5, sigma=-1.0), "sigma must be a positive number or 'safe'"),
+    (dict(H=5, participation="some"), "participation must be one of"),
+    (dict(H=5, fraction=0.0), "fraction must be in (0, 1]"),
+    (dict(H=5, loss="logistic", line_search=True), "line search is implemented for"),
+    (dict(H=5, variant="best"), "unknown variant 'best'"),
+])
+def test_settings_errors(kwargs, message):
+    kwargs = dict(kwargs)
+    variant = kwargs.pop("variant", "auto")
+    if message is None:
+        assert HyFDCASettings.from_variant(variant, **kwargs).iic == 0.01
+        return
+    with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        HyFDCASettings.from_variant(variant, **kwargs)
