@@ -7,6 +7,7 @@ import numpy as np
 from solvers import LOSS_CODES, loss_code
 
 PARTICIPATION = ("full", "fraction", "cyclic")
+
 VARIANTS = {
     # The paper's published method: sigma = 1, rho = 1, no line search, independent draws
     # (Algorithm 5 draws uniformly at random), mean-over-holders aggregation.

@@ -27,33 +27,114 @@ def cmd_datasets(args):
     return 0
 
 
-def cmd_demo(args):
-    """Centralized SDCA on the embedded default, checked against scikit-learn."""
+def _prepare(args):
+    """(train FederatedDataset, validation (X, y), positive class or None)."""
+    import scipy.sparse as sp
     from sklearn.model_selection import train_test_split
 
-    from solvers import reference_optimum, sdca
+    from hyfdca.partition import partition_from_spec
 
     ds = datasets.load_dataset(args.dataset)
-    X_tr, X_te, y_tr, y_te = train_test_split(ds.X, ds.y, test_size=0.25,
-                                              random_state=args.seed, stratify=ds.y)
-    print(f"{ds}\ntrain {X_tr.shape[0]} / test {X_te.shape[0]} samples; loss={args.loss}, "
-          f"lam={args.lam:g}, seed={args.seed}")
-    result = sdca(X_tr, y_tr, loss=args.loss, lam=args.lam, tol=args.tol,
-                  max_epochs=args.max_epochs, random_state=args.seed)
-    p_star, w_ref = reference_optimum(X_tr, y_tr, loss=args.loss, lam=args.lam)
-    h = result.history
-    print(f"\n{'epoch':>6} {'primal':>12} {'dual':>12} {'gap':>10} {'(P-P*)/P*':>10}")
-    shown = sorted(set(np.geomspace(1, len(h["gap"]), 12).astype(int) - 1))
-    for k in shown:
-        e, p, d, g = h["epoch"][k], h["primal"][k], h["dual"][k], h["gap"][k]
-        print(f"{e:>6} {p:>12.8f} {d:>12.8f} {g:>10.2e} {(p - p_star) / p_star:>10.2e}")
-    accuracy = lambda w: float(np.mean(np.sign(X_te @ w) == y_te))
-    print(f"\nSDCA: {result.n_epochs} epochs, gap {result.gap:.2e} "
-          f"({'converged' if result.converged else 'NOT converged'} at tol={args.tol:g})")
-    print(f"P(w) = {h['primal'][-1]:.10f}   scikit-learn reference P* = {p_star:.10f}")
-    print(f"test accuracy: SDCA {accuracy(result.coef):.4f}, scikit-learn "
-          f"{accuracy(w_ref):.4f}")
-    return 0 if result.converged else 1
+    y, positive = ds.y, None
+    if ds.classes is not None and len(ds.classes) > 2:
+        positive = ds.classes[args.positive_class]
+        y = np.where(ds.y == positive, 1.0, -1.0)
+    X_tr, X_val, y_tr, y_val = train_test_split(ds.X, y, test_size=0.25,
+                                                random_state=args.seed, stratify=y)
+    fed = partition_from_spec(X_tr, y_tr, args.partition, seed=args.seed,
+                              image_shape=ds.image_shape)
+    if fed.n_features > X_val.shape[1]:  # the quadrant scheme appended its bias feature
+        X_val = sp.hstack([X_val, np.full((X_val.shape[0], 1), 10.0)], format="csr")
+    print(f"{ds}\n{fed} ({args.partition}); validation {X_val.shape[0]} samples"
+          + (f"; one-vs-rest for class {positive!r}" if positive is not None else ""))
+    return fed, (X_val, y_val)
+
+
+def _train_and_report(args):
+    """Run HyFDCA, compare with the centralized solver, write history and plot."""
+    from pathlib import Path
+
+    from hyfdca._plots import plot_history
+    from hyfdca._protocol import run_hyfdca
+    from hyfdca._settings import HyFDCASettings
+    from solvers import reference_optimum, sdca
+
+    fed, validation = _prepare(args)
+    settings = HyFDCASettings.from_variant(
+        args.variant, loss=args.loss, lam=args.lam, H=args.H, iic=args.iic,
+        participation=args.participation, fraction=args.fraction,
+        second_inner_product=args.second_inner_product)
+    X, y = fed.reassemble()
+    if args.loss in ("hinge", "squared_hinge", "logistic", "squared"):
+        p_star, w_star = reference_optimum(X, y, loss=args.loss, lam=args.lam)
+    else:
+        central = sdca(X, y, loss=args.loss, lam=args.lam, tol=1e-10, max_epochs=10_000)
+        p_star, w_star = central.history["primal"][-1], central.coef
+    print(f"{settings.variant} variant, loss={args.loss}, lam={args.lam:g}, "
+          f"participation={args.participation} ({args.fraction:g}), P* = {p_star:.8f}")
+    run, history = run_hyfdca(fed, settings, max_rounds=args.rounds, tol=args.tol,
+                              eval_every=args.eval_every, p_star=p_star,
+                              validation=validation, crypto=args.crypto, seed=args.seed,
+                              progress=not args.quiet)
+    last = history.last_evaluation
+    X_val, y_val = validation
+    central_acc = float(np.mean(np.where(X_val @ w_star >= 0, 1.0, -1.0) == y_val))
+    rtc = int(history.column("rtc").sum())
+    print(f"\nafter {run.round} rounds ({rtc} round trips, "
+          f"{history.column('bytes_up').sum() / 1e6:.2f} MB up, "
+          f"{history.column('bytes_down').sum() / 1e6:.2f} MB down):")
+    print(f"  duality gap          {last['gap']:.3e}")
+    print(f"  relative loss        {last['relative_loss']:.3e}   (P - P*) / P*")
+    print(f"  validation accuracy  {last['validation_accuracy']:.4f}   "
+          f"(centralized solver: {central_acc:.4f})")
+    out = Path(args.output)
+    out.mkdir(parents=True, exist_ok=True)
+    history.to_csv(out / "history.csv")
+    history.to_json(out / "history.json")
+    plot = plot_history(history, out / "convergence.png",
+                        title=f"{args.dataset} {args.partition}",
+                        reference_accuracy=central_acc)
+    print(f"history: {out / 'history.csv'}, {out / 'history.json'}; plot: {plot}")
+    return 0
+
+
+def cmd_demo(args):
+    """HyFDCA on the embedded default (breast cancer), 3x3 hybrid, 50% participation."""
+    return _train_and_report(args)
+
+
+def cmd_run(args):
+    """HyFDCA on any catalogued data set and partition; writes history and plots."""
+    return _train_and_report(args)
+
+
+def _add_run_options(p, *, dataset, partition, participation, fraction, lam, rounds):
+    from hyfdca._settings import DEFAULT_VARIANT
+    from hyfdca.partition import SPEC_HELP as PARTITION_HELP
+    p.add_argument("--dataset", default=dataset, choices=datasets.dataset_names())
+    p.add_argument("--partition", default=partition, help=PARTITION_HELP)
+    p.add_argument("--participation", default=participation,
+                   choices=["full", "fraction", "cyclic"])
+    p.add_argument("--fraction", type=float, default=fraction,
+                   help="clients available per round (fraction), or 1/subsets (cyclic)")
+    p.add_argument("--loss", default="hinge",
+                   choices=["hinge", "smoothed_hinge", "squared_hinge", "logistic"])
+    p.add_argument("--lam", type=float, default=lam, help="L2 weight lambda")
+    group = p.add_mutually_exclusive_group()
+    group.add_argument("--H", type=int, help="inner steps per client and round")
+    group.add_argument("--iic", type=float, help="inner-iterations constant: H = iic x local samples")
+    p.add_argument("--variant", default=DEFAULT_VARIANT,
+                   choices=["auto", "paper", "sigma-safe", "rho", "line-search", "combined"])
+    p.add_argument("--second-inner-product", action="store_true")
+    p.add_argument("--rounds", type=int, default=rounds, help="maximum outer iterations")
+    p.add_argument("--tol", type=float, default=None, help="stop at this duality gap")
+    p.add_argument("--eval-every", type=int, default=10)
+    p.add_argument("--crypto", default="plain", choices=["plain", "paillier"])
+    p.add_argument("--positive-class", type=int, default=0,
+                   help="multi-class data: index of the class trained one-vs-rest")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--output", default="hyfdca-output", help="folder for history and plots")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
 def build_parser():
@@ -66,14 +147,15 @@ def build_parser():
 
     p = sub.add_parser("demo", help="run the main job on the embedded default data",
                        description=cmd_demo.__doc__)
-    p.add_argument("--dataset", default="breast_cancer", choices=["breast_cancer", "digits"])
-    p.add_argument("--loss", default="hinge",
-                   choices=["hinge", "squared_hinge", "logistic"])
-    p.add_argument("--lam", type=float, default=1e-2, help="L2 weight lambda")
-    p.add_argument("--tol", type=float, default=1e-6, help="duality-gap tolerance")
-    p.add_argument("--max-epochs", type=int, default=1000)
-    p.add_argument("--seed", type=int, default=0)
+    _add_run_options(p, dataset="breast_cancer", partition="3x3", participation="fraction",
+                     fraction=0.5, lam=1e-2, rounds=1000)
     p.set_defaults(func=cmd_demo)
+
+    p = sub.add_parser("run", help="train with HyFDCA on a data set and partition",
+                       description=cmd_run.__doc__)
+    _add_run_options(p, dataset="a9a", partition="3x3", participation="full", fraction=1.0,
+                     lam=1e-4, rounds=200)
+    p.set_defaults(func=cmd_run)
     return parser
 
 

@@ -56,7 +56,7 @@ def encode_targets(y, loss):
     classes = np.unique(y)
     if classes.size < 2:
         raise ValueError(
-            f"classification needs at least 2 classes in y, found {classes.size}: "
+            f"classification needs at least 2 classes in y, found only {classes.size} class: "
             f"{classes.tolist()}"
         )
     if classes.size == 2:

@@ -9,6 +9,7 @@ from hyfdca.partition._builders import (
     vertical,
 )
 from hyfdca.partition._federated import ClientBlock, FederatedDataset, make_block
+from hyfdca.partition._spec import SPEC_HELP, partition_from_spec
 
 __all__ = [
     "ClientBlock",
@@ -19,5 +20,7 @@ __all__ = [
     "hybrid_grid",
     "make_block",
     "mnist_quadrants",
+    "partition_from_spec",
+    "SPEC_HELP",
     "vertical",
 ]

@@ -1,0 +1,212 @@
+"""scikit-learn estimators trained by HyFDCA.
+
+.. code-block:: text
+
+    min_w  (lam/2)||w||^2 + (1/N) sum_i l(x_i . w, y_i)
+
+with X split among clients: ``fit(X, y)`` simulates the split given by ``partition``;
+``fit_federated(dataset)`` trains on a FederatedDataset as it is.
+"""
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from hyfdca import partition as P
+from hyfdca._protocol import run_hyfdca
+from hyfdca._settings import HyFDCASettings
+from solvers import as_csr
+
+def split(X, y, partition, seed):
+    """FederatedDataset from pooled data: a partition spec (grid sizes capped at the
+    data's size) or a callable (X, y) -> FederatedDataset."""
+    if callable(partition):
+        return partition(X, y)
+    return P.partition_from_spec(X, y, partition, seed=seed or 0, cap=True)
+
+
+class _HyFDCABase(BaseEstimator):
+    def __init__(self, loss="hinge", *, lam=1e-4, partition="3x3", variant="auto", H=None,
+                 iic=None, participation="full", fraction=1.0, max_rounds=100, tol=1e-4,
+                 eval_every=5, fit_intercept=True, intercept_scaling=1.0, crypto="plain",
+                 random_state=0, verbose=False):
+        self.loss = loss
+        self.lam = lam
+        self.partition = partition
+        self.variant = variant
+        self.H = H
+        self.iic = iic
+        self.participation = participation
+        self.fraction = fraction
+        self.max_rounds = max_rounds
+        self.tol = tol
+        self.eval_every = eval_every
+        self.fit_intercept = fit_intercept
+        self.intercept_scaling = intercept_scaling
+        self.crypto = crypto
+        self.random_state = random_state
+        self.verbose = verbose
+
+    def _settings(self):
+        return HyFDCASettings.from_variant(
+            self.variant, loss=self.loss, lam=self.lam, H=self.H, iic=self.iic,
+            participation=self.participation, fraction=self.fraction)
+
+    def _augment(self, X):
+        """X with the bias column (value intercept_scaling) appended if fit_intercept."""
+        X = as_csr(X)
+        if not self.fit_intercept:
+            return X
+        bias = sp.csr_matrix(np.full((X.shape[0], 1), float(self.intercept_scaling)))
+        return as_csr(sp.hstack([X, bias]))
+
+    def _train(self, dataset):
+        """Run HyFDCA; return (w, history, rounds)."""
+        seed = self.random_state if self.random_state is not None else 0
+        run, history = run_hyfdca(dataset, self._settings(), max_rounds=self.max_rounds,
+                                  tol=self.tol, eval_every=self.eval_every,
+                                  crypto=self.crypto, seed=int(seed), progress=self.verbose)
+        if history.last_evaluation["gap"] > self.tol:
+            import warnings
+            warnings.warn(f"HyFDCA stopped after {run.round} rounds with duality gap "
+                          f"{history.last_evaluation['gap']:.3g} > tol={self.tol:g}; raise "
+                          f"max_rounds", ConvergenceWarning)
+        return run.server.w, history, run.round
+
+    def _split_coef(self, W):
+        if self.fit_intercept:
+            return W[..., :-1], W[..., -1] * self.intercept_scaling
+        return W, np.zeros(W.shape[:-1]) if W.ndim > 1 else 0.0
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True
+        return tags
+
+
+class HyFDCAClassifier(ClassifierMixin, _HyFDCABase):
+    """Linear classifier (hinge, smoothed hinge, squared hinge) trained by HyFDCA, with
+    one-vs-rest for more than two classes.
+
+    Parameters
+    ----------
+    loss : {"hinge", "smoothed_hinge", "squared_hinge", "logistic"}, default="hinge"
+    lam : float, default=1e-4
+        L2 weight lambda (scikit-learn's C is 1 / (lam N)).
+    partition : str or callable, default="3x3"
+        How ``fit`` splits pooled data: "PxQ" (sample groups x feature groups),
+        "horizontal:K", "vertical:K", "dealt:PxQ", or a callable (X, y) ->
+        FederatedDataset.
+    variant : str, default="auto"
+        "paper", "sigma-safe", "rho", "line-search", "combined" or "auto".
+    H, iic : int or float, optional
+        Inner steps per round, directly or as iic x local samples (variant default).
+    participation : {"full", "fraction", "cyclic"}, default="full"
+    fraction : float, default=1.0
+    max_rounds, tol, eval_every :
+        Stop after ``max_rounds`` or when the duality gap (evaluated every ``eval_every``
+        rounds) is at most ``tol``.
+    fit_intercept, intercept_scaling :
+        The intercept is the weight of an appended constant feature held by one client
+        per sample (liblinear's intercept_scaling; it is regularised).
+    crypto : {"plain", "paillier"}, default="plain"
+    random_state : int, default=0
+
+    Attributes
+    ----------
+    coef_ : ndarray of shape (1, n_features) or (n_classes, n_features)
+    intercept_ : ndarray of shape (1,) or (n_classes,)
+    classes_ : ndarray
+    n_iter_ : int (most rounds over the one-vs-rest problems)
+    history_ : History or list of History (one per one-vs-rest problem)
+
+    References
+    ----------
+    Overman, Blum, Klabjan. A Primal-Dual Algorithm for Hybrid Federated Learning (2024).
+    """
+
+    def fit(self, X, y):
+        X, y = validate_data(self, X, y, accept_sparse="csr", dtype=np.float64)
+        check_classification_targets(y)
+        self.classes_ = np.unique(y)
+        if self.classes_.size < 2:
+            raise ValueError(f"HyFDCAClassifier needs at least 2 classes, found only 1 class: "
+                             f"{self.classes_.tolist()}")
+        Xa = self._augment(X)
+        targets = ([self.classes_[1]] if self.classes_.size == 2 else list(self.classes_))
+        ws, self.history_, rounds = [], [], []
+        for label in targets:
+            yy = np.where(y == label, 1.0, -1.0)
+            w, history, n = self._train(split(Xa, yy, self.partition, self.random_state))
+            ws.append(w)
+            self.history_.append(history)
+            rounds.append(n)
+        if len(self.history_) == 1:
+            self.history_ = self.history_[0]
+        self.coef_, self.intercept_ = self._split_coef(np.array(ws))
+        self.intercept_ = np.atleast_1d(self.intercept_)
+        self.n_iter_ = max(rounds)
+        return self
+
+    def fit_federated(self, dataset, classes=None):
+        """Train on a FederatedDataset whose labels are +-1 (binary)."""
+        labels = np.unique(dataset.labels)
+        if not set(labels) <= {-1.0, 1.0} or labels.size != 2:
+            raise ValueError(f"fit_federated needs labels -1 and +1, found {labels.tolist()}")
+        w, self.history_, self.n_iter_ = self._train(dataset)
+        self.classes_ = np.array([-1.0, 1.0]) if classes is None else np.asarray(classes)
+        self.coef_, self.intercept_ = w[None, :], np.zeros(1)
+        self.n_features_in_ = dataset.n_features
+        return self
+
+    def decision_function(self, X):
+        check_is_fitted(self)
+        X = validate_data(self, X, accept_sparse="csr", dtype=np.float64, reset=False)
+        scores = X @ self.coef_.T + self.intercept_
+        return scores.ravel() if scores.shape[1] == 1 else scores
+
+    def predict(self, X):
+        scores = self.decision_function(X)
+        if scores.ndim == 1:
+            return self.classes_[(scores > 0).astype(int)]
+        return self.classes_[np.argmax(scores, axis=1)]
+
+
+class HyFDCARegressor(RegressorMixin, _HyFDCABase):
+    """Ridge regression (squared loss) trained by HyFDCA. Parameters as for
+    :class:`HyFDCAClassifier`; ``coef_`` has shape (n_features,), ``intercept_`` is a
+    float."""
+
+    def __init__(self, *, lam=1e-4, partition="3x3", variant="auto", H=None, iic=None,
+                 participation="full", fraction=1.0, max_rounds=100, tol=1e-4,
+                 eval_every=5, fit_intercept=True, intercept_scaling=1.0, crypto="plain",
+                 random_state=0, verbose=False):
+        super().__init__("squared", lam=lam, partition=partition, variant=variant, H=H,
+                         iic=iic, participation=participation, fraction=fraction,
+                         max_rounds=max_rounds, tol=tol, eval_every=eval_every,
+                         fit_intercept=fit_intercept, intercept_scaling=intercept_scaling,
+                         crypto=crypto, random_state=random_state, verbose=verbose)
+
+    def fit(self, X, y):
+        X, y = validate_data(self, X, y, accept_sparse="csr", dtype=np.float64,
+                             y_numeric=True)
+        w, self.history_, self.n_iter_ = self._train(
+            split(self._augment(X), y, self.partition, self.random_state))
+        self.coef_, self.intercept_ = self._split_coef(w)
+        self.intercept_ = float(self.intercept_)
+        return self
+
+    def fit_federated(self, dataset):
+        """Train on a FederatedDataset (its labels are the targets)."""
+        w, self.history_, self.n_iter_ = self._train(dataset)
+        self.coef_, self.intercept_ = w, 0.0
+        self.n_features_in_ = dataset.n_features
+        return self
+
+    def predict(self, X):
+        check_is_fitted(self)
+        X = validate_data(self, X, accept_sparse="csr", dtype=np.float64, reset=False)
+        return X @ self.coef_ + self.intercept_
