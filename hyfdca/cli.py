@@ -44,7 +44,7 @@ def _prepare(args):
     fed = partition_from_spec(X_tr, y_tr, args.partition, seed=args.seed,
                               image_shape=ds.image_shape)
     if fed.n_features > X_val.shape[1]:  # the quadrant scheme appended its bias feature
-        X_val = sp.hstack([X_val, np.full((X_val.shape[0], 1), 10.0)], format="csr")
+        X_val = sp.hstack([sp.csr_matrix(X_val), np.full((X_val.shape[0], 1), 10.0)], format="csr")
     print(f"{ds}\n{fed} ({args.partition}); validation {X_val.shape[0]} samples"
           + (f"; one-vs-rest for class {positive!r}" if positive is not None else ""))
     return fed, (X_val, y_val)

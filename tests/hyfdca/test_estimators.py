@@ -1,0 +1,73 @@
+"""HyFDCAClassifier and HyFDCARegressor: scikit-learn's contract and real accuracy."""
+
+import warnings
+
+import numpy as np
+import pytest
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.svm import LinearSVC
+from sklearn.utils.estimator_checks import parametrize_with_checks
+
+from hyfdca import HyFDCAClassifier, HyFDCARegressor
+from hyfdca import partition as P
+from solvers import primal_objective, ridge_closed_form
+
+
+@parametrize_with_checks([HyFDCAClassifier(max_rounds=30, eval_every=10),
+                          HyFDCARegressor(max_rounds=30, eval_every=10)])
+def test_scikit_learn_contract(estimator, check):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        check(estimator)
+
+
+def test_classifier_reaches_the_centralized_optimum(cancer):
+    X, y = cancer
+    lam = 1e-2
+    clf = HyFDCAClassifier(lam=lam, partition="3x3", fit_intercept=False, tol=1e-6,
+                           max_rounds=500).fit(X, y)
+    assert clf.history_.last_evaluation["gap"] <= 1e-6
+    svc = LinearSVC(loss="hinge", C=1 / (lam * len(y)), fit_intercept=False, tol=1e-10,
+                    max_iter=100_000).fit(X, y)
+    p_ours = primal_objective(X, y, clf.coef_.ravel(), loss="hinge", lam=lam)
+    p_svc = primal_objective(X, y, svc.coef_.ravel(), loss="hinge", lam=lam)
+    assert p_ours == pytest.approx(p_svc, rel=1e-4)
+    assert clf.score(X, y) == pytest.approx(svc.score(X, y), abs=0.01)
+
+
+def test_string_labels_intercept_and_multiclass(digits_small):
+    X, y = digits_small
+    labels = np.array(list("abcdefghij"))[y]
+    clf = HyFDCAClassifier(lam=1e-3, partition="2x2", max_rounds=60).fit(X, labels)
+    assert clf.coef_.shape == (10, 64) and clf.intercept_.shape == (10,)
+    assert len(clf.history_) == 10 and clf.n_iter_ <= 60
+    assert clf.score(X, labels) > 0.9
+    assert set(clf.predict(X[:20])) <= set("abcdefghij")
+
+
+def test_fit_federated_on_a_dataset(cancer):
+    X, y = cancer
+    fed = P.dealt_features(X, y, 2, 2)
+    clf = HyFDCAClassifier(lam=1e-2, tol=1e-5, max_rounds=300).fit_federated(fed)
+    assert clf.score(X, y) > 0.95 and clf.history_.last_evaluation["gap"] <= 1e-5
+    with pytest.raises(ValueError, match="needs labels -1 and \\+1"):
+        HyFDCAClassifier().fit_federated(P.horizontal(X, np.where(y > 0, 2.0, 0.0), 2))
+
+
+def test_regressor_matches_the_ridge_closed_form(cancer):
+    X, _ = cancer
+    rng = np.random.default_rng(0)
+    y = X @ rng.normal(size=X.shape[1]) + 0.1 * rng.normal(size=X.shape[0])
+    lam = 1e-2
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        reg = HyFDCARegressor(lam=lam, partition="3x2", fit_intercept=False, tol=1e-9,
+                              max_rounds=1000).fit(X, y)
+    from scipy.sparse import csr_matrix
+    np.testing.assert_allclose(reg.coef_, ridge_closed_form(csr_matrix(X), y, lam), atol=1e-3)
+    assert reg.score(X, y) > 0.95
+
+
+def test_bad_partition_is_named(cancer):
+    with pytest.raises(ValueError, match="unknown partition 'three'"):
+        HyFDCAClassifier(partition="three").fit(*cancer)
