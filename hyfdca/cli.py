@@ -46,7 +46,7 @@ def _prepare(args):
     if fed.n_features > X_val.shape[1]:  # the quadrant scheme appended its bias feature
         X_val = sp.hstack([sp.csr_matrix(X_val), np.full((X_val.shape[0], 1), 10.0)], format="csr")
     print(f"{ds}\n{fed} ({args.partition}); validation {X_val.shape[0]} samples"
-          + (f"; one-vs-rest for class {positive!r}" if positive is not None else ""))
+          + (f"; one-vs-rest for class {positive}" if positive is not None else ""))
     return fed, (X_val, y_val)
 
 
