@@ -58,7 +58,7 @@ def test_regressor_matches_the_ridge_closed_form(cancer):
     X, _ = cancer
     rng = np.random.default_rng(0)
     y = X @ rng.normal(size=X.shape[1]) + 0.1 * rng.normal(size=X.shape[0])
-    lam = 1e-2
+    lam = 0.1
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         reg = HyFDCARegressor(lam=lam, partition="3x2", fit_intercept=False, tol=1e-9,
