@@ -100,12 +100,12 @@ class Evaluator:
         self.counts.add += index.size
         target.payload[index] = self._add(target.payload[index], values.payload)
 
-    def concat(self, vectors, scale_bits):
-        self._check(*vectors)
-        if not vectors:
-            return self.zeros(0, scale_bits)
-        return EncryptedVector(np.concatenate([v.payload for v in vectors]), scale_bits,
-                               self.key_id)
+    def put(self, target, index, values):
+        """target[index] = values, in place (replaces ciphertexts; no homomorphic op)."""
+        self._check(target, values)
+        if target.scale_bits != values.scale_bits:
+            raise ValueError(f"cannot store {values} into {target}: scales differ")
+        target.payload[np.asarray(index)] = values.payload
 
     def nbytes(self, vector):
         """Bytes of ``vector`` on the wire."""

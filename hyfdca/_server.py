@@ -76,8 +76,7 @@ class Server:
         return msg.WeightsAndRequest(self.w[self.feature_ids[k]], self.requests[k][0], sync)
 
     def receive_parts(self, k, reply):
-        positions = self.requests[k][0]
-        self.parts[k].payload[positions] = reply.parts.payload
+        self.evaluator.put(self.parts[k], self.requests[k][0], reply.parts)
 
     def sum_parts(self):
         """Enc(x_i . w) for the union: each holder's latest part (stale if absent)."""
