@@ -70,5 +70,5 @@ def paillier_backend(n_length=DEFAULT_KEYSIZE, frac_bits=32, insecure=False):
                          f"pass insecure=True only in tests")
     public_key, private_key = paillier.generate_paillier_keypair(n_length=n_length)
     evaluator = PaillierEvaluator(public_key, OpCounts())
-    codec = FixedPoint(frac_bits, max_bits=n_length - 2)
+    codec = FixedPoint(frac_bits)  # encodings are int64; sums and products live mod n
     return PaillierKeyHolder(codec, evaluator, private_key), evaluator

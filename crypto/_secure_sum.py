@@ -20,18 +20,24 @@ class SecureSum:
         self._key = key if key is not None else secrets.token_bytes(32)
         if len(self._key) < 16:
             raise ValueError("the masking key must have at least 16 bytes")
-        self.codec = FixedPoint(frac_bits, max_bits=62)
+        self.frac_bits = int(frac_bits)
         self.degree = int(degree)
 
     def _prf(self, a, b, tag, n):
-        digest = hashlib.blake2b(f"{tag}|{a}|{b}".encode(), key=self._key,
-                                 digest_size=8 * n).digest()
-        return np.frombuffer(digest, dtype="<u8")
+        """n pseudo-random uint64 for the pair (a, b) and this sum: keyed BLAKE2b in
+        counter mode, 8 values per 64-byte block."""
+        blocks = [hashlib.blake2b(f"{tag}|{a}|{b}|{counter}".encode(), key=self._key,
+                                  digest_size=64).digest()
+                  for counter in range(-(-n // 8))]
+        return np.frombuffer(b"".join(blocks), dtype="<u8")[:n]
 
     def mask(self, values, client, participants, tag):
         """Client ``client``'s masked shares (uint64), for one sum labelled ``tag``."""
-        shares = self.codec.encode(values).astype(np.uint64)
         order = sorted(participants)
+        # headroom: the sum of len(order) shares must stay below 2^63
+        headroom = int(np.ceil(np.log2(max(len(order), 1))))
+        shares = FixedPoint(self.frac_bits, max_bits=62 - headroom).encode(values)
+        shares = shares.astype(np.uint64)
         if client not in order:
             raise ValueError(f"client {client} is not among the participants {order}")
         n, pos = len(order), order.index(client)
@@ -40,7 +46,6 @@ class SecureSum:
             mask += self._prf(client, order[(pos + j) % n], tag, shares.size)
             mask -= self._prf(order[(pos - j) % n], client, tag, shares.size)
         return shares + mask
-
 
 
 def masked_total(masked, frac_bits=32):

@@ -6,6 +6,7 @@ import numpy as np
 
 from hyfdca import _messages as msg
 from hyfdca._local_dual import local_dual_method
+from hyfdca.aggregate import LINE_SEARCH_GRID
 from solvers._losses import weighted_objective_sums
 
 
@@ -53,6 +54,7 @@ class Client:
         self.H = settings.inner_steps(self.n_local)
         self.drawn = np.zeros(0, dtype=np.int64)
         self.compute_seconds = 0.0
+        self._eval_alpha = self.alpha
 
     # --- step 1-2: dual sync and primal contribution ---------------------------------
 
@@ -110,26 +112,33 @@ class Client:
                                       s.loss_code, s.lam_n, s.sigma_value, s.smoothing,
                                       self.X.shape[1])
         self.compute_seconds = time.perf_counter() - start
-        changed = np.flatnonzero(dalpha)
-        return msg.DualUpdate(positions=changed,
-                              dalpha=self.keys.encrypt(dalpha[changed] * self.inv_holders[changed]))
+        # every drawn sample, zeros included: which ones did not move would tell the
+        # server about their margins (for hinge, alpha_i = 0 and no step means y_i z_i >= 1)
+        drawn = np.unique(self.drawn)
+        return msg.DualUpdate(positions=drawn,
+                              dalpha=self.keys.encrypt(dalpha[drawn] * self.inv_holders[drawn]))
 
     # --- step 6: second primal aggregation, line-search shares -------------------------
 
     def primal_update(self, message, predraw):
         """Add the aggregated dalpha of its samples (the tentative alpha); send v_k, the
         masked line-search shares and, if ``predraw``, next round's draws."""
-        before = self.alpha.copy()
-        if message.positions.size:
-            self.alpha[message.positions] += self.keys.decrypt(message.delta)
+        pos = message.positions
+        before = self.alpha[pos].copy()
+        if pos.size:
+            self.alpha[pos] += self.keys.decrypt(message.delta)
         shares = None
         if self.settings.line_search:
-            d = self.alpha - before
-            weight = self.inv_holders / self.settings.n_samples
-            shares = self.masker.mask([np.sum(weight * self.y * d),
-                                       np.sum(weight * before * d),
-                                       np.sum(weight * d * d)],
-                                      self.id, message.participants, message.tag)
+            # this client's share of S1, S2, S3: the sum over present holders gives
+            # (1/N) sum_i of y_i d_i, alpha_i d_i and d_i^2
+            d = self.alpha[pos] - before
+            weight = 1.0 / (message.present_holders * self.settings.n_samples)
+            if self.settings.loss == "logistic":
+                values = _entropy_gains(before * self.y[pos], d * self.y[pos], weight)
+            else:
+                values = [np.sum(weight * self.y[pos] * d), np.sum(weight * before * d),
+                          np.sum(weight * d * d)]
+            shares = self.masker.mask(values, self.id, message.participants, message.tag)
         next_drawn = None
         if predraw:  # full participation: announce next round's draws now
             next_drawn = self.drawn = self._draw(np.ones(self.n_local, dtype=bool),
@@ -139,8 +148,12 @@ class Client:
     # --- secure sums and the certificate ----------------------------------------------
 
     def eval_sync(self, message):
-        self._apply_sync(message)
-        return msg.PrimalContribution(v=self._primal(), drawn=np.zeros(0, dtype=np.int64))
+        """Certificate: v_k at the current alpha, on a copy (the round state is kept)."""
+        self._eval_alpha = self.alpha.copy()
+        if message.positions.size:
+            self._eval_alpha[message.positions] = self.keys.decrypt(message.alpha)
+        v = self.X.T @ self._eval_alpha / self.settings.lam_n
+        return msg.PrimalContribution(v=v, drawn=np.zeros(0, dtype=np.int64))
 
     def all_parts(self, message):
         """Enc(x_i^k . w) for all its samples (second SecureInnerProduct, certificate)."""
@@ -148,10 +161,26 @@ class Client:
         return msg.InnerProductParts(parts=self.keys.encrypt(self.X @ self.w))
 
     def eval_shares(self, message):
-        """Masked shares of sum_i l(z_i)/|C_i| and sum_i -l*(-alpha_i)/|C_i|."""
+        """Masked shares of (1/N) sum_i l(z_i)/|C_i| and (1/N) sum_i -l*(-alpha_i)/|C_i|."""
         z = self.keys.decrypt(message.margins)
         s = self.settings
-        loss, conj = weighted_objective_sums(s.loss_code, z, self.y, self.alpha,
-                                             self.inv_holders, s.smoothing)
+        loss, conj = weighted_objective_sums(s.loss_code, z, self.y, self._eval_alpha,
+                                             self.inv_holders / s.n_samples, s.smoothing)
         return msg.EvalShares(self.masker.mask([loss, conj], self.id, message.participants,
                                                message.tag))
+
+
+def _entropy(beta):
+    """Binary entropy -b log b - (1-b) log(1-b) (the logistic -l*(-alpha), beta = alpha y),
+    with beta clipped to [0, 1] against fixed-point rounding."""
+    b = np.clip(beta, 0.0, 1.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        h = -np.where(b > 0, b * np.log(b), 0.0) - np.where(b < 1, (1 - b) * np.log1p(-b), 0.0)
+    return h
+
+
+def _entropy_gains(beta, dbeta, weight):
+    """Per grid step g: sum_i weight_i [H(beta_i + g dbeta_i) - H(beta_i)]."""
+    base = _entropy(beta)
+    return [float(np.sum(weight * (_entropy(beta + g * dbeta) - base)))
+            for g in LINE_SEARCH_GRID]

@@ -69,12 +69,12 @@ class _HyFDCABase(BaseEstimator):
         run, history = run_hyfdca(dataset, self._settings(), max_rounds=self.max_rounds,
                                   tol=self.tol, eval_every=self.eval_every,
                                   crypto=self.crypto, seed=int(seed), progress=self.verbose)
-        if history.last_evaluation["gap"] > self.tol:
+        if self.tol is not None and history.last_evaluation["gap"] > self.tol:
             import warnings
             warnings.warn(f"HyFDCA stopped after {run.round} rounds with duality gap "
                           f"{history.last_evaluation['gap']:.3g} > tol={self.tol:g}; raise "
                           f"max_rounds", ConvergenceWarning)
-        return run.server.w, history, run.round
+        return run.model, history, run.round
 
     def _split_coef(self, W):
         if self.fit_intercept:

@@ -72,11 +72,13 @@ class DualUpdate:
 
 @dataclass(frozen=True)
 class TentativeStep:
-    """Server -> client: Enc(aggregated dalpha_i) for its touched samples (positions), and
-    who takes part in this round's secure sum (labelled ``tag``)."""
+    """Server -> client: Enc(aggregated dalpha_i) for its touched samples (positions), the
+    number of present holders of each (its share weight in the line-search sums), and who
+    takes part in this round's secure sum (labelled ``tag``)."""
 
     positions: np.ndarray
     delta: EncryptedVector
+    present_holders: np.ndarray
     participants: np.ndarray
     tag: str
 
@@ -102,7 +104,8 @@ class EvalRequest:
 
 @dataclass(frozen=True)
 class EvalShares:
-    """Client -> server: masked shares of sum_i l(z_i)/|C_i| and sum_i -l*(-alpha_i)/|C_i|."""
+    """Client -> server: masked shares of (1/N) sum_i l(z_i)/|C_i| and of
+    (1/N) sum_i -l*(-alpha_i)/|C_i|."""
 
     shares: np.ndarray
 

@@ -13,8 +13,8 @@ Per round, with available clients K_t, the phases (each one round trip) are:
      line-search sums; the server picks g and applies alpha += g dalpha, w += g dw.
   E  (optional) second secure inner product: fresh stored parts for the next round.
 
-So a round costs 2 RTC (horizontal, full participation), 3 (hybrid, full) or 4-5
-(partial participation), as in the paper.
+So a round costs 2 RTC (horizontal, full participation), 3 (hybrid, full; or horizontal,
+partial) or 4-5 (hybrid, partial participation), as in the paper.
 """
 
 import time
@@ -122,7 +122,7 @@ class HyFDCARun:
             server.sum_parts()
 
         ch.round_trip("local dual method")
-        server.start_dual_aggregation()
+        server.start_dual_aggregation(avail)
         compute = 0.0
         for k in avail:
             m = ch.down(k, server.margins_message(k, with_weights=self.local_margins))
@@ -169,7 +169,7 @@ class HyFDCARun:
         everyone = np.arange(len(clients))
         saved = ch.take_traffic()
         ch.round_trip("certificate: dual sync + primal aggregation")
-        v = [ch.up(k, clients[k].eval_sync(ch.down(k, server.dual_sync(k)))).v
+        v = [ch.up(k, clients[k].eval_sync(ch.down(k, server.dual_sync(k, commit=False)))).v
              for k in everyone]
         w = server.aggregate_primal(v)
         ch.round_trip("certificate: inner products")
@@ -189,8 +189,7 @@ class HyFDCARun:
         self.certificate_traffic = ch.take_traffic()
         ch.traffic = saved
         reg = 0.5 * s.lam * float(w @ w)
-        n = self.dataset.n_samples
-        return reg + loss_sum / n, -reg + conj_sum / n, w
+        return reg + loss_sum, -reg + conj_sum, w
 
 
 def _sampling_streams(dataset, sampling, seed):
@@ -215,35 +214,53 @@ def run_hyfdca(dataset, settings, *, max_rounds=100, tol=None, eval_every=1, p_s
                record=False, progress=False, callback=None):
     """Run HyFDCA on a FederatedDataset and return (HyFDCARun, History).
 
-    Stops after ``max_rounds`` or when the certificate's gap is at most ``tol``.
-    ``validation`` = (X_val, y_val) adds the server's validation accuracy to the history.
+    Stops after ``max_rounds``, when the certificate's gap is at most ``tol``, or when the
+    gap is no longer finite (divergence). ``validation`` = (X_val, y_val) adds the
+    validation accuracy of w(alpha) to the history. ``run.model`` is the w(alpha) of the
+    last certificate: the model whose gap was certified (under partial participation the
+    server's running w also holds stale parts of absent clients).
     """
     run = HyFDCARun(dataset, settings, crypto=crypto, crypto_options=crypto_options,
                     frac_bits=frac_bits, seed=seed, record=record)
     history = History(p_star=p_star)
-    history.add_evaluation(0, *run.certificate()[:2], _accuracy(run.server.w, validation))
+
+    def evaluate():
+        primal, dual, run.model = _guarded(run, run.certificate)
+        history.add_evaluation(run.round, primal, dual, _accuracy(run.model, validation))
+        return primal - dual
+
+    evaluate()
     rounds = range(max_rounds)
     if progress:
         from tqdm import tqdm
         rounds = tqdm(rounds, desc="HyFDCA", unit="round")
     for _ in rounds:
         start = time.perf_counter()
-        record_ = run.step()
+        record_ = _guarded(run, run.step)
         record_["protocol_seconds"] = time.perf_counter() - start
         history.add_round(record_)
-        last = run.round == max_rounds
-        if run.round % eval_every == 0 or last:
-            primal, dual, _ = run.certificate()
-            history.add_evaluation(run.round, primal, dual, _accuracy(run.server.w, validation))
+        if run.round % eval_every == 0 or run.round == max_rounds:
+            gap = evaluate()
             if progress:
-                rounds.set_postfix(gap=f"{primal - dual:.2e}")
-            if tol is not None and primal - dual <= tol:
-                break
-            if not np.isfinite(primal - dual):
+                rounds.set_postfix(gap=f"{gap:.2e}")
+            if (tol is not None and gap <= tol) or not np.isfinite(gap):
                 break
         if callback is not None:
             callback(run)
     return run, history
+
+
+def _guarded(run, operation):
+    """Run a protocol operation; turn a fixed-point overflow into an error that says what
+    it means for the run."""
+    try:
+        return operation()
+    except OverflowError as err:
+        raise OverflowError(
+            f"round {run.round}: {err}. The iterates left the range the fixed-point "
+            f"encoding can hold: the run diverged (try a safer variant such as "
+            f"'sigma-safe' or a smaller H) or the data or targets need scaling"
+        ) from err
 
 
 def _accuracy(w, validation):

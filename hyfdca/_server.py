@@ -9,7 +9,7 @@ never a private key, and no data or labels.
 import numpy as np
 
 from hyfdca import _messages as msg
-from hyfdca.aggregate import line_search_step, quantize_step
+from hyfdca.aggregate import grid_line_search_step, line_search_step, quantize_step
 
 
 class Server:
@@ -34,11 +34,13 @@ class Server:
 
     # --- dual sync ---------------------------------------------------------------------
 
-    def dual_sync(self, k):
-        """Enc(alpha_i) for client k's samples that changed since it last synced."""
+    def dual_sync(self, k, commit=True):
+        """Enc(alpha_i) for client k's samples that changed since it last synced; with
+        ``commit=False`` (the certificate) the client's sync state is left as it was."""
         I = self.sample_ids[k]
         positions = np.flatnonzero(self.changed_at[I] > self.synced_at[k])
-        self.synced_at[k] = self.version
+        if commit:
+            self.synced_at[k] = self.version
         return msg.DualSync(positions, self.evaluator.take(self.enc_alpha, I[positions]))
 
     def round_start(self, k, eligible):
@@ -97,9 +99,12 @@ class Server:
 
     # --- dual aggregation, second primal aggregation, line search -----------------------
 
-    def start_dual_aggregation(self):
+    def start_dual_aggregation(self, available):
         self.enc_delta = self.evaluator.zeros(self.n_samples, self.frac_bits)
         self.touched = np.zeros(self.n_samples, dtype=bool)
+        self.present_holders = np.zeros(self.n_samples, dtype=np.int64)
+        for k in available:
+            self.present_holders[self.sample_ids[k]] += 1
 
     def receive_dual_update(self, k, reply):
         ids = self.sample_ids[k][reply.positions]
@@ -111,7 +116,7 @@ class Server:
         I = self.sample_ids[k]
         positions = np.flatnonzero(self.touched[I])
         return msg.TentativeStep(positions, self.evaluator.take(self.enc_delta, I[positions]),
-                                 participants, tag)
+                                 self.present_holders[I[positions]], participants, tag)
 
     def finish_round(self, tentative_v, revealed_shares, next_draws):
         """Choose the step g, apply alpha += g dalpha (homomorphically) and w += g dw."""
@@ -120,7 +125,9 @@ class Server:
                                     else np.zeros_like(self.v[k])
                                     for k in range(len(self.v))])
         g = 1.0
-        if s.line_search:
+        if s.line_search and s.loss == "logistic":
+            g = grid_line_search_step(revealed_shares, self.w, dw, s.lam)
+        elif s.line_search:
             g = line_search_step(revealed_shares, self.w, dw, s.lam,
                                  s.curvature_of_conjugate)
         m, g = quantize_step(g, s.step_bits)

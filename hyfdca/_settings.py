@@ -110,9 +110,6 @@ class HyFDCASettings:
             (self.participation in PARTICIPATION,
              f"participation must be one of {PARTICIPATION}, got {self.participation!r}"),
             (0 < self.fraction <= 1, f"fraction must be in (0, 1], got {self.fraction}"),
-            (not (self.line_search and self.loss == "logistic"),
-             "the dual line search is implemented for the quadratic-conjugate losses "
-             "(hinge, smoothed_hinge, squared_hinge, squared), not logistic"),
         ]
         problems = [text for ok, text in checks if not ok]
         if problems:

@@ -20,6 +20,20 @@ def line_search_step(shares, w, dw, lam, gamma):
     return float(np.clip((s1 - gamma * s2 - lam * float(w @ dw)) / curvature, 0.0, 1.0))
 
 
+LINE_SEARCH_GRID = np.linspace(0.0, 1.0, 33)
+
+
+def grid_line_search_step(conj_gains, w, dw, lam, grid=LINE_SEARCH_GRID):
+    """g maximising D(alpha + g dalpha) over ``grid`` (any loss; used for logistic, whose
+    conjugate is not quadratic). ``conj_gains[j]`` is the secure sum
+    (1/N) sum_i [-l*(-(alpha_i + g_j dalpha_i)) + l*(-alpha_i)]; the server adds
+    -(lam/2)(||w + g_j dw||^2 - ||w||^2). D is concave in g and g = 0 is on the grid, so
+    the step never lowers the dual."""
+    grid = np.asarray(grid)
+    reg = -0.5 * lam * (2.0 * grid * float(w @ dw) + grid**2 * float(dw @ dw))
+    return float(grid[int(np.argmax(reg + np.asarray(conj_gains)))])
+
+
 def quantize_step(g, step_bits):
     """(m, m / 2^step_bits): the step as the integer the server multiplies ciphertexts by."""
     m = int(round(g * (1 << step_bits)))

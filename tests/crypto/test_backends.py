@@ -79,3 +79,17 @@ def test_secure_sum_is_exact_and_masks_each_share():
     assert not np.array_equal(masked[2], other_round)
     with pytest.raises(ValueError, match="client 4 is not among the participants"):
         masker.mask([1.0], 4, clients, "t")
+
+
+def test_default_2048_bit_paillier_round_trip():
+    from crypto import paillier_backend
+
+    keys, ev = paillier_backend()
+    x = keys.encrypt([0.5, -1234.25])
+    np.testing.assert_array_equal(keys.decrypt(ev.add(x, x)), [1.0, -2468.5])
+    assert ev.nbytes_per_value == 512
+
+
+def test_fixed_point_refuses_more_than_int64():
+    with pytest.raises(ValueError, match="max_bits <= 62"):
+        FixedPoint(32, max_bits=2046)

@@ -71,3 +71,9 @@ def test_regressor_matches_the_ridge_closed_form(cancer):
 def test_bad_partition_is_named(cancer):
     with pytest.raises(ValueError, match="unknown partition 'three'"):
         HyFDCAClassifier(partition="three").fit(*cancer)
+
+
+def test_logistic_with_the_default_variant(cancer):
+    X, y = cancer
+    clf = HyFDCAClassifier(loss="logistic", lam=1e-2, max_rounds=100, tol=1e-5).fit(X, y)
+    assert clf.score(X, y) > 0.95 and clf.history_.last_evaluation["gap"] <= 1e-5

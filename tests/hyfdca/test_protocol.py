@@ -183,7 +183,6 @@ def test_history_exports(small, tmp_path, p_star):
     (dict(H=5, sigma=-1.0), "sigma must be a positive number or 'safe'"),
     (dict(H=5, participation="some"), "participation must be one of"),
     (dict(H=5, fraction=0.0), "fraction must be in (0, 1]"),
-    (dict(H=5, loss="logistic", line_search=True), "line search is implemented for"),
     (dict(H=5, variant="best"), "unknown variant 'best'"),
 ])
 def test_settings_errors(kwargs, message):
@@ -194,3 +193,73 @@ def test_settings_errors(kwargs, message):
         return
     with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
         HyFDCASettings.from_variant(variant, **kwargs)
+
+
+def test_line_search_sums_are_exact_with_absent_holders(small, monkeypatch):
+    """S1 = (1/N) sum_i y_i dalpha_i etc. must hold with only some holders present."""
+    import hyfdca._server as server_module
+
+    X, y = small
+    seen = []
+    original = server_module.line_search_step
+
+    def spy(shares, w, dw, lam, gamma):
+        seen.append(np.array(shares))
+        return original(shares, w, dw, lam, gamma)
+
+    monkeypatch.setattr(server_module, "line_search_step", spy)
+    settings = HyFDCASettings.from_variant("line-search", lam=LAM, H=30,
+                                           participation="fraction", fraction=0.5)
+    alphas, deltas = [np.zeros(len(y))], []
+
+    def after_round(run):
+        keys = run.clients[0].keys
+        deltas.append(keys.decrypt(run.server.enc_delta))
+        alphas.append(server_alpha(run))
+
+    run_hyfdca(P.hybrid_grid(X, y, 3, 3), settings, max_rounds=5, eval_every=10,
+               callback=after_round)
+    for t, shares in enumerate(seen):
+        d, a = deltas[t], alphas[t]
+        expected = np.array([np.mean(y * d), np.mean(a * d), np.mean(d * d)])
+        np.testing.assert_allclose(shares, expected, atol=1e-8)
+
+
+def test_round_traffic_does_not_depend_on_the_certificate(small):
+    X, y = small
+    fed = P.hybrid_grid(X, y, 2, 2)
+    settings = HyFDCASettings.from_variant("auto", lam=LAM, H=20, participation="fraction",
+                                           fraction=0.5)
+    often = run_hyfdca(fed, settings, max_rounds=6, eval_every=1, seed=3)[1].rounds
+    rarely = run_hyfdca(fed, settings, max_rounds=6, eval_every=100, seed=3)[1].rounds
+    for key in ("bytes_up", "bytes_down", "encrypt", "decrypt", "add"):
+        assert [r[key] for r in often] == [r[key] for r in rarely]
+
+
+def test_divergence_stops_with_an_error_that_says_so(small):
+    X, y = small
+    settings = HyFDCASettings.from_variant("paper", loss="squared", lam=1e-3, H=300)
+    try:
+        _, history = run_hyfdca(P.hybrid_grid(X, y, 3, 3), settings, max_rounds=200,
+                                eval_every=5)
+    except OverflowError as err:
+        assert "diverged" in str(err)
+    else:
+        assert not np.isfinite(history.last_evaluation["gap"])
+
+
+def test_every_drawn_sample_is_reported_zeros_included(cancer):
+    """Which drawn samples did not move would leak their margins (hinge: y z >= 1)."""
+    X, y = cancer
+    settings = HyFDCASettings.from_variant("rho", lam=LAM, H=40, participation="fraction",
+                                           fraction=0.5)
+    run, _ = run_hyfdca(P.hybrid_grid(X, y, 2, 2), settings, max_rounds=20, eval_every=50,
+                        record=True)
+    drawn, zeros = {}, 0
+    for phase, k, message in run.channel.server_inbox:
+        if type(message).__name__ == "PrimalContribution" and phase.startswith("dual"):
+            drawn[k] = np.unique(message.drawn)
+        if type(message).__name__ == "DualUpdate":
+            np.testing.assert_array_equal(message.positions, drawn[k])
+            zeros += int(np.sum(run.clients[k].keys.decrypt(message.dalpha) == 0))
+    assert zeros > 0   # the hinge leaves many drawn samples where they are

@@ -1,0 +1,66 @@
+"""The server's step-size rules against brute-force maximisation of the dual."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from hyfdca.aggregate import LINE_SEARCH_GRID, grid_line_search_step, line_search_step
+from hyfdca.aggregate import quantize_step
+from solvers import loss_code, neg_conjugate
+
+GAMMA = {"hinge": 0.0, "smoothed_hinge": 0.7, "squared_hinge": 0.5, "squared": 1.0}
+
+
+def dual_along(loss, X, y, alpha, dalpha, lam, g, smoothing=0.7):
+    n = len(y)
+    a = alpha + g * dalpha
+    w = X.T @ a / (lam * n)
+    conj = np.mean([neg_conjugate(loss_code(loss), a[i], y[i], smoothing) for i in range(n)])
+    return -0.5 * lam * w @ w + conj
+
+
+def _problem(seed, loss):
+    rng = np.random.default_rng(seed)
+    n, d = 12, 4
+    X, y = rng.normal(size=(n, d)), np.where(rng.random(n) < 0.5, 1.0, -1.0)
+    hi = 3.0 if loss in ("squared_hinge", "squared") else 1.0
+    beta, beta_new = rng.uniform(0, hi, n), rng.uniform(0, hi, n)
+    if loss == "squared":
+        return X, y, rng.normal(size=n), rng.normal(size=n)
+    return X, y, beta * y, (beta_new - beta) * y
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 10**6), loss=st.sampled_from(sorted(GAMMA)))
+def test_closed_form_step_maximises_the_dual_on_0_1(seed, loss):
+    X, y, alpha, dalpha = _problem(seed, loss)
+    lam, n = 0.1, len(y)
+    w, dw = X.T @ alpha / (lam * n), X.T @ dalpha / (lam * n)
+    shares = (np.mean(y * dalpha), np.mean(alpha * dalpha), np.mean(dalpha**2))
+    g = line_search_step(shares, w, dw, lam, GAMMA[loss])
+    grid = np.linspace(0, 1, 2001)
+    values = [dual_along(loss, X, y, alpha, dalpha, lam, t) for t in grid]
+    assert dual_along(loss, X, y, alpha, dalpha, lam, g) >= max(values) - 1e-9
+
+
+@settings(max_examples=20, deadline=None)
+@given(seed=st.integers(0, 10**6))
+def test_grid_step_is_the_best_grid_point_for_logistic(seed):
+    X, y, alpha, dalpha = _problem(seed, "hinge")
+    lam, n = 0.1, len(y)
+    w, dw = X.T @ alpha / (lam * n), X.T @ dalpha / (lam * n)
+    code = loss_code("logistic")
+    conj = lambda a: np.mean([neg_conjugate(code, a[i], y[i], 1.0) for i in range(n)])
+    gains = [conj(alpha + g * dalpha) - conj(alpha) for g in LINE_SEARCH_GRID]
+    g = grid_line_search_step(gains, w, dw, lam)
+    values = [dual_along("logistic", X, y, alpha, dalpha, lam, t) for t in LINE_SEARCH_GRID]
+    assert dual_along("logistic", X, y, alpha, dalpha, lam, g) == pytest.approx(max(values))
+    assert dual_along("logistic", X, y, alpha, dalpha, lam, g) >= \
+        dual_along("logistic", X, y, alpha, dalpha, lam, 0.0) - 1e-12
+
+
+def test_quantized_step():
+    assert quantize_step(1.0, 16) == (65536, 1.0)
+    assert quantize_step(0.3, 4) == (5, 0.3125)
+    assert quantize_step(0.7, 0) == (1, 1.0)
