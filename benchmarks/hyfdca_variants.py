@@ -33,6 +33,9 @@ Run from the repository root:
 
     python benchmarks/hyfdca_variants.py            # full a9a, all partitions (~15-20 min)
     python benchmarks/hyfdca_variants.py --quick    # 5,000-row subsample, 3x3 (< 60 s)
+    # the auto-partial iic sweep extended to smaller values:
+    python benchmarks/hyfdca_variants.py --participations 0.5 --variants auto \
+        --auto-iic-partial 0.01,0.03
 
 Quick mode: a 5,000-row subsample (P* recomputed), 3x3 only: the paper's H grid and the
 default at full participation (600 rounds; paper 3,000), the default at half (600).
@@ -92,7 +95,8 @@ def log(message):
 
 def run_to_target(dataset, settings, p_star, max_rounds, eval_every, diverge_at, seed=SEED):
     """The loop of ``hyfdca.run_hyfdca`` (same steps, same certificate, same History),
-    stopping early once the last target is met or the run diverges."""
+    stopping early once the last targets are met or the run diverges (a fixed-point
+    overflow, which ``run_hyfdca`` raises, counts as divergence here)."""
     run = HyFDCARun(dataset, settings, seed=seed)
     history = History(p_star=p_star)
     history.add_evaluation(0, *run.certificate()[:2])
@@ -101,12 +105,20 @@ def run_to_target(dataset, settings, p_star, max_rounds, eval_every, diverge_at,
     diverged = False
     while run.round < max_rounds:
         start = time.perf_counter()
-        record = run.step()
+        try:
+            record = run.step()
+        except OverflowError:  # iterates left the fixed-point range: diverged
+            diverged = True
+            break
         record["protocol_seconds"] = time.perf_counter() - start
         history.add_round(record)
         if run.round % eval_every and run.round != max_rounds:
             continue
-        primal, dual, _ = run.certificate()
+        try:
+            primal, dual, _ = run.certificate()
+        except OverflowError:
+            diverged = True
+            break
         history.add_evaluation(run.round, primal, dual)
         ev = history.evaluations[run.round]
         if not (np.isfinite(ev["gap"]) and np.isfinite(ev["relative_loss"])) \
@@ -153,7 +165,7 @@ def plan(cfg, eval_every, diverge_at):
         for part in cfg["participations"]:
             budget = cfg["budget"][part]
             common = (budget, eval_every, diverge_at)
-            if not (part < 1.0 and cfg.get("skip_paper_partial")):
+            if "paper" in cfg["names"] and not (part < 1.0 and cfg.get("skip_paper_partial")):
                 # 3x3 at full participation (the headline): a longer budget for the paper,
                 # so that "10x fewer rounds than the paper" can be decided
                 paper = (cfg["paper_budget_3x3"] if (pq, part) == ((3, 3), 1.0) else budget,
@@ -161,8 +173,10 @@ def plan(cfg, eval_every, diverge_at):
                 for H in cfg["paper_H"]:
                     jobs.append((pq, part, f"paper H={H}", "paper", dict(H=H)) + paper)
             for v in cfg["variants"]:
-                jobs.append((pq, part, v, v, {}) + common)
-            jobs.append((pq, part, "auto (default)", "auto", {}) + common)
+                if v in cfg["names"]:
+                    jobs.append((pq, part, v, v, {}) + common)
+            if "auto" in cfg["names"]:
+                jobs.append((pq, part, "auto (default)", "auto", {}) + common)
             for iic in cfg["auto_iic"][part]:
                 jobs.append((pq, part, f"auto iic={iic:g}", "auto", dict(iic=iic)) + common)
     # longest first (big grids, line-search variants, half participation) for the pool
@@ -252,21 +266,45 @@ def headline(results):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true",
-                        help="5,000-row subsample, 3x3 only, 300 rounds (< 60 s)")
+                        help="5,000-row subsample, 3x3 only, 600 rounds (< 60 s)")
     parser.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1),
                         help="worker processes (default: 2)")
     parser.add_argument("--eval-every", type=int, default=None,
-                        help="rounds between certificates (default 5)")
+                        help="rounds between certificates (default: 10 full, 5 quick)")
     parser.add_argument("--diverge-at", type=float, default=1e3,
                         help="relative loss above which a run counts as diverged")
     parser.add_argument("--partitions", default=None,
                         help="comma-separated PxQ list overriding the mode's partitions")
+    parser.add_argument("--participations", default=None,
+                        help="comma-separated subset of 1,0.5")
+    parser.add_argument("--variants", default=None,
+                        help="comma-separated subset of paper, sigma-safe, rho, line-search, "
+                             "combined, auto (auto: the default and its iic sweep)")
+    parser.add_argument("--auto-iic-full", default=None,
+                        help="comma-separated iic sweep of auto at full participation")
+    parser.add_argument("--auto-iic-partial", default=None,
+                        help="comma-separated iic sweep of auto at participation 0.5")
     parser.add_argument("--markdown", action="store_true", help="print a Markdown table")
     args = parser.parse_args(argv)
     cfg = dict(QUICK if args.quick else FULL)
+    cfg["names"] = {"paper", "auto", *cfg["variants"]}
     if args.partitions:
         cfg["partitions"] = tuple(tuple(int(x) for x in p.split("x"))
                                   for p in args.partitions.split(","))
+    if args.participations:
+        cfg["participations"] = tuple(float(x) for x in args.participations.split(","))
+        if not set(cfg["participations"]) <= {1.0, 0.5}:
+            parser.error("--participations: only 1 and 0.5 are benchmarked")
+    if args.variants:
+        cfg["names"] = set(args.variants.split(","))
+        cfg["variants"] = tuple(v for v in FULL["variants"] if v in cfg["names"])
+    sweep = dict(cfg["auto_iic"])
+    for part, text in ((1.0, args.auto_iic_full), (0.5, args.auto_iic_partial)):
+        if text is not None:
+            sweep[part] = tuple(float(x) for x in text.split(",") if x)
+    cfg["auto_iic"] = sweep
+    if "auto" not in cfg["names"]:
+        cfg["auto_iic"] = {1.0: (), 0.5: ()}
     eval_every = args.eval_every or cfg["eval_every"]
 
     t0 = time.perf_counter()
