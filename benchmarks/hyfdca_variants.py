@@ -7,9 +7,9 @@ model (full; a random half of the clients each round) the script runs
 * ``paper``       the published method, at each H of a small grid (the best is reported,
                   with its H: fewest rounds to 5e-2, then to 1e-2, then lowest final loss);
 * ``sigma-safe``, ``rho``, ``line-search``, ``combined``   at their default iic;
-* ``auto``        the intended default (``auto-full`` under full participation,
-                  ``auto-partial`` otherwise), at its default iic and at an iic sweep
-                  (full: 0.1, 0.3, 1.0, 3.0; half participation: 0.1, 0.3, 1.0).
+* ``auto``        the default (``auto-full`` under full participation or on horizontal
+                  data, ``auto-partial`` otherwise), at its default iic (1 and 0.01) and at
+                  an iic sweep (full: 0.1, 0.3, 3.0; half participation: 0.03, 0.1).
 
 Each run reports the rounds (and simulated seconds: slowest client's compute + RTC x
 0.2575 s, ``History.simulated_time``) to reach a relative loss (P(w(alpha)) - P*)/P* <= 5e-2
@@ -33,9 +33,9 @@ Run from the repository root:
 
     python benchmarks/hyfdca_variants.py            # full a9a, all partitions (~15-20 min)
     python benchmarks/hyfdca_variants.py --quick    # 5,000-row subsample, 3x3 (< 60 s)
-    # the auto-partial iic sweep extended to smaller values:
+    # the default alone at half participation (~40 s):
     python benchmarks/hyfdca_variants.py --participations 0.5 --variants auto \
-        --auto-iic-partial 0.01,0.03
+        --auto-iic-partial ''
 
 Quick mode: a 5,000-row subsample (P* recomputed), 3x3 only: the paper's H grid and the
 default at full participation (600 rounds; paper 3,000), the default at half (600).
@@ -75,7 +75,7 @@ SEED = 0
 
 FULL = dict(partitions=((3, 1), (1, 3), (3, 3), (5, 5)), participations=(1.0, 0.5),
             paper_H=(10, 50, 200), variants=("sigma-safe", "rho", "line-search", "combined"),
-            auto_iic={1.0: (0.1, 0.3, 3.0), 0.5: (0.3, 1.0)},
+            auto_iic={1.0: (0.1, 0.3, 3.0), 0.5: (0.03, 0.1)},
             budget={1.0: 1000, 0.5: 2000}, paper_budget_3x3=5000, eval_every=10,
             subsample=None)
 # Quick: a 5,000-row subsample; 3x3 at full participation (paper and the default: the

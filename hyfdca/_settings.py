@@ -25,13 +25,16 @@ VARIANTS = {
     # All three together.
     "combined": dict(sigma="safe", rho="norm", line_search=True, sampling="shared",
                      draw="permuted", aggregation="mean", iic=1.0),
-    # Per regime (design section 5): with everyone present, rho + line search + a full
-    # local pass (each round an exact ascent step); with partial participation, where the
-    # line search overshoots on stale state, the safe curvature with rho and short rounds.
+    # Per regime (design section 5), chosen by benchmarks/hyfdca_variants.py. When every
+    # round's update is fully known to the server (full participation, or horizontal data
+    # where each sample has one holder, so absent clients' state is never stale): rho +
+    # line search + a full local pass, each round an exact ascent step. Otherwise, where
+    # the line search overshoots on stale state: the safe curvature with rho and short
+    # rounds (iic = 0.01 had the best worst case of the iic sweep at participation 0.5).
     "auto-full": dict(sigma=1.0, rho="norm", line_search=True, sampling="shared",
                       draw="permuted", aggregation="mean", iic=1.0),
     "auto-partial": dict(sigma="safe", rho="norm", line_search=False, sampling="shared",
-                         draw="permuted", aggregation="mean", iic=0.1),
+                         draw="permuted", aggregation="mean", iic=0.01),
 }
 DEFAULT_VARIANT = "auto"
 STEP_BITS = 16  # the line-search step g is applied as m / 2^STEP_BITS
@@ -63,6 +66,8 @@ class HyFDCASettings:
     participation: str = "full"
     fraction: float = 1.0
     second_inner_product: bool = False
+    # fields given explicitly to from_variant (kept when bind() re-resolves "auto")
+    overridden: tuple = ()
     # filled in by bind()
     n_samples: int = 0
     sigma_value: float = 1.0
@@ -71,18 +76,23 @@ class HyFDCASettings:
     def from_variant(cls, variant=DEFAULT_VARIANT, **overrides):
         """Settings of a named variant, with any field overridden (None = keep).
 
-        "auto" is "auto-full" under full participation and "auto-partial" otherwise. A
-        variant's default ``iic`` applies unless ``H`` or ``iic`` is given.
+        "auto" is "auto-full" under full participation and "auto-partial" otherwise;
+        :meth:`bind` turns "auto-partial" into "auto-full" on horizontal data. A variant's
+        default ``iic`` applies unless ``H`` or ``iic`` is given.
         """
         overrides = {k: v for k, v in overrides.items() if v is not None}
         name = variant
         if variant == "auto":
             full = overrides.get("participation", "full") == "full"
             name = "auto-full" if full else "auto-partial"
+        return cls._preset(variant, name, overrides)
+
+    @classmethod
+    def _preset(cls, variant, name, overrides):
         if name not in VARIANTS:
             raise ValueError(f"unknown variant {variant!r}; known: "
                              f"{sorted(set(VARIANTS) | {'auto'})}")
-        values = dict(VARIANTS[name], variant=variant)
+        values = dict(VARIANTS[name], variant=variant, overridden=tuple(sorted(overrides)))
         if "H" in overrides:
             values.pop("iic")
         values.update(overrides)
@@ -116,12 +126,27 @@ class HyFDCASettings:
             raise ValueError("invalid HyFDCA settings: " + "; ".join(problems))
 
     def bind(self, dataset):
-        """Settings with the data-dependent values (N, sigma for 'safe') filled in."""
+        """Settings with the data-dependent values (N, sigma for 'safe') filled in.
+
+        Variant "auto" under partial participation becomes "auto-full" when every sample
+        has a single holder: absent clients then hold no stale state, w = w(alpha) after
+        every round, and the line search is exact.
+        """
+        if self._is_auto_partial_preset() and int(np.max(dataset.holder_counts)) == 1:
+            overrides = {name: getattr(self, name) for name in self.overridden}
+            return self._preset("auto", "auto-full", overrides).bind(dataset)
         sigma = self.sigma
         if sigma == "safe":
             counts = dataset.holder_counts
             sigma = sum(float(np.max(1.0 / counts[b.sample_ids])) for b in dataset.blocks)
         return replace(self, n_samples=dataset.n_samples, sigma_value=float(sigma))
+
+    def _is_auto_partial_preset(self):
+        """True for from_variant("auto") under partial participation (preset untouched)."""
+        preset = VARIANTS["auto-partial"]
+        return (self.variant == "auto" and self.participation != "full"
+                and all(getattr(self, k) == v for k, v in preset.items()
+                        if k not in self.overridden and not (k == "iic" and self.H)))
 
     @property
     def lam_n(self):

@@ -195,6 +195,31 @@ def test_settings_errors(kwargs, message):
         HyFDCASettings.from_variant(variant, **kwargs)
 
 
+@pytest.mark.parametrize("name, overrides, line_search", [
+    ("horizontal", {}, True),                  # one holder per sample: exact rounds
+    ("horizontal", dict(sigma=2.0), True),     # overrides survive the switch
+    ("hybrid", {}, False),                     # stale state: no line search
+    ("vertical", {}, False),
+])
+def test_auto_partial_is_auto_full_on_horizontal_data(small, name, overrides, line_search):
+    fed = partitions(*small)[name]
+    bound = HyFDCASettings.from_variant("auto", lam=LAM, participation="fraction",
+                                        fraction=0.5, **overrides).bind(fed)
+    preset = HyFDCASettings.from_variant("auto", lam=LAM, **overrides).bind(fed)
+    assert bound.line_search is line_search
+    assert bound.iic == (1.0 if line_search else 0.01)
+    assert bound.sigma == overrides.get("sigma", 1.0 if line_search else "safe")
+    assert (bound.participation, bound.fraction) == ("fraction", 0.5)
+    if line_search:  # the same numbers as full participation, participation aside
+        assert bound.sigma_value == preset.sigma_value and bound.rho == preset.rho
+
+
+def test_settings_built_directly_are_never_re_resolved(small):
+    fed = partitions(*small)["horizontal"]
+    settings = HyFDCASettings(H=5, participation="fraction", fraction=0.5).bind(fed)
+    assert (settings.line_search, settings.sigma, settings.H) == (False, 1.0, 5)
+
+
 def test_line_search_sums_are_exact_with_absent_holders(small, monkeypatch):
     """S1 = (1/N) sum_i y_i dalpha_i etc. must hold with only some holders present."""
     import hyfdca._server as server_module
