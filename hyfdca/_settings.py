@@ -30,11 +30,12 @@ VARIANTS = {
     # where each sample has one holder, so absent clients' state is never stale): rho +
     # line search + a full local pass, each round an exact ascent step. Otherwise, where
     # the line search overshoots on stale state: the safe curvature with rho and short
-    # rounds (iic = 0.01 had the best worst case of the iic sweep at participation 0.5).
+    # rounds (iic = 0.01 had the best worst case of the iic sweep at participation 0.5),
+    # but at least 10 steps, so that small clients do not spend a round on one or two.
     "auto-full": dict(sigma=1.0, rho="norm", line_search=True, sampling="shared",
                       draw="permuted", aggregation="mean", iic=1.0),
     "auto-partial": dict(sigma="safe", rho="norm", line_search=False, sampling="shared",
-                         draw="permuted", aggregation="mean", iic=0.01),
+                         draw="permuted", aggregation="mean", iic=0.01, min_H=10),
 }
 DEFAULT_VARIANT = "auto"
 STEP_BITS = 16  # the line-search step g is applied as m / 2^STEP_BITS
@@ -45,8 +46,8 @@ class HyFDCASettings:
     """Everything that defines a HyFDCA run except the data and the crypto keys.
 
     ``H`` (inner steps per client and round) or ``iic`` (the paper's inner-iterations
-    constant: H_k = max(1, round(iic * |I_k|))) must be given. ``sigma`` is a number or
-    "safe"; ``rho`` is "one" (the paper) or "norm"; ``aggregation`` is "mean" (alpha_i
+    constant: H_k = max(min(min_H, |I_k|), round(iic * |I_k|))) must be given. ``sigma``
+    is a number or "safe"; ``rho`` is "one" (the paper) or "norm"; ``aggregation`` is "mean" (alpha_i
     moves by the mean of its present holders' updates, absent ones counting as 0) or
     "consistent" (only samples whose holders are all present are drawn).
     """
@@ -56,6 +57,7 @@ class HyFDCASettings:
     smoothing: float = 1.0
     H: int | None = None
     iic: float | None = None
+    min_H: int = 1
     variant: str = DEFAULT_VARIANT
     sigma: float | str = 1.0
     rho: str = "one"
@@ -108,6 +110,7 @@ class HyFDCASettings:
             ((self.H is None) != (self.iic is None), "give exactly one of H and iic"),
             (self.H is None or int(self.H) >= 1, f"H must be >= 1, got {self.H}"),
             (self.iic is None or self.iic > 0, f"iic must be positive, got {self.iic}"),
+            (int(self.min_H) >= 1, f"min_H must be >= 1, got {self.min_H}"),
             (self.sigma == "safe" or (isinstance(self.sigma, (int, float)) and self.sigma > 0),
              f"sigma must be a positive number or 'safe', got {self.sigma!r}"),
             (self.rho in ("one", "norm"), f"rho must be 'one' or 'norm', got {self.rho!r}"),
@@ -169,7 +172,7 @@ class HyFDCASettings:
     def inner_steps(self, n_local):
         if self.H is not None:
             return int(self.H)
-        return max(1, int(round(self.iic * n_local)))
+        return max(min(int(self.min_H), n_local), int(round(self.iic * n_local)))
 
     def as_dict(self):
         return {f.name: getattr(self, f.name) for f in fields(self)}

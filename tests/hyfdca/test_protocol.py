@@ -214,6 +214,13 @@ def test_auto_partial_is_auto_full_on_horizontal_data(small, name, overrides, li
         assert bound.sigma_value == preset.sigma_value and bound.rho == preset.rho
 
 
+@pytest.mark.parametrize("n_local, expected", [(5, 5), (300, 10), (5000, 50)])
+def test_auto_partial_takes_at_least_ten_steps(n_local, expected):
+    settings = HyFDCASettings.from_variant("auto", participation="fraction", fraction=0.5)
+    assert settings.inner_steps(n_local) == expected        # max(min(10, n), 0.01 n)
+    assert HyFDCASettings.from_variant("paper").inner_steps(n_local) == max(1, n_local // 100)
+
+
 def test_settings_built_directly_are_never_re_resolved(small):
     fed = partitions(*small)["horizontal"]
     settings = HyFDCASettings(H=5, participation="fraction", fraction=0.5).bind(fed)
