@@ -1,0 +1,116 @@
+"""Least-squares reconstruction attacks on what the server saw (design section 2).
+
+Why HyFDCA encrypts the dual variables and the inner products: a curious server that read
+them in the clear could solve for the clients' data.
+
+* Dual attack. Client k sends v_k = (X^k)^T a_k / (lam N) in the clear (over J_k), where
+  a_k is the alpha of I_k as the client holds it. A server that also knows a_k gets, over
+  T >= |I_k| exchanges, A X^k = lam N V (rows a_k^T and v_k^T), hence X^k by least squares.
+* Margin attack. Client k sends the parts x_i^k . w for the requested samples i, after the
+  server sent it w on J_k; |J_k| exchanges with independent w give x_i^k.
+
+Both attacks read only ``Channel.transcript`` (a run with ``record=True``): the messages the
+server sent and received, in order. An ``EncryptedVector`` is read as if it were the
+plaintext fixed-point encoding (the low 64 bits of each payload integer, signed, times
+2^-scale_bits): exact for the plaintext backend, the best a server without the keys can
+do with a real one.
+"""
+
+import numpy as np
+
+from crypto import EncryptedVector
+from hyfdca import _messages as msg
+
+_MASK64 = (1 << 64) - 1
+
+
+def read_as_plaintext(vector):
+    """The values an EncryptedVector would carry if its payload were plaintext fixed point."""
+    low = [int(c) & _MASK64 for c in vector.payload]
+    signed = np.array([v - (1 << 64) if v >= 1 << 63 else v for v in low], dtype=np.float64)
+    return np.ldexp(signed, -vector.scale_bits)
+
+
+def _syncs(message):
+    """The DualSync messages carried by a server-to-client message."""
+    if isinstance(message, msg.DualSync):
+        return [message]
+    nested = getattr(message, "sync", None)
+    return [nested] if nested is not None else []
+
+
+def dual_attack(transcript, client_id, n_local, lam_n, read=read_as_plaintext):
+    """X^k (dense, |I_k| x |J_k|) solved from the pairs (a_k, v_k) the server saw.
+
+    ``read`` turns an EncryptedVector into values (``read_as_plaintext``; a random reader
+    gives the chance level of the attack).
+
+    The server tracks a_k as the client does: a dual sync sets a_k at its positions, a
+    tentative step adds the aggregated update; each primal contribution the client sends
+    pairs v_k with the a_k it was computed from (certificate exchanges sync a copy).
+    """
+    alpha = np.zeros(n_local)
+    evaluated = None
+    rows_a, rows_v = [], []
+    for direction, phase, k, message in transcript:
+        if k != client_id:
+            continue
+        certificate = str(phase).startswith("certificate")
+        if direction == "down":
+            for sync in _syncs(message):
+                target = alpha
+                if certificate:
+                    evaluated = target = alpha.copy()
+                if sync.positions.size:
+                    target[sync.positions] = read(sync.alpha)
+            if isinstance(message, msg.TentativeStep) and message.positions.size:
+                alpha[message.positions] += read(message.delta)
+        elif isinstance(message, (msg.PrimalContribution, msg.PrimalUpdate)):
+            rows_a.append((evaluated if certificate else alpha).copy())
+            rows_v.append(np.asarray(message.v, dtype=np.float64))
+    if len(rows_a) < n_local:
+        raise ValueError(f"client {client_id}: {len(rows_a)} primal contributions seen, "
+                         f"the dual attack needs at least |I_k| = {n_local}")
+    solution, *_ = np.linalg.lstsq(np.array(rows_a), lam_n * np.array(rows_v), rcond=None)
+    return solution
+
+
+def margin_attack(transcript, client_id, n_local, read=read_as_plaintext):
+    """X^k (dense, |I_k| x |J_k|) solved row by row from the pairs (w on J_k, x_i^k . w).
+
+    Rows seen fewer than |J_k| times stay NaN. ``read`` as in :func:`dual_attack`."""
+    weights, requested = None, None
+    pairs = [[] for _ in range(n_local)]
+    for direction, _, k, message in transcript:
+        if k != client_id:
+            continue
+        if direction == "down" and isinstance(message, msg.WeightsAndRequest):
+            weights, requested = np.asarray(message.w, dtype=np.float64), message.requested
+        elif direction == "up" and isinstance(message, msg.InnerProductParts):
+            for i, part in zip(requested, read(message.parts)):
+                pairs[i].append((weights, part))
+    if weights is None:
+        raise ValueError(f"client {client_id}: no inner-product exchange in the transcript "
+                         f"(was the run recorded?)")
+    solution = np.full((n_local, weights.size), np.nan)
+    for i, seen in enumerate(pairs):
+        if len(seen) >= weights.size:
+            W = np.array([w for w, _ in seen])
+            z = np.array([part for _, part in seen])
+            solution[i], *_ = np.linalg.lstsq(W, z, rcond=None)
+    return solution
+
+
+def reconstruction_quality(estimate, truth):
+    """(max absolute error, |uncentred correlation|) of an estimate of the data.
+
+    The correlation c gives the best error any rescaling of the estimate can reach:
+    min_s ||truth - s estimate|| / ||truth|| = sqrt(1 - c^2). What counts as chance
+    depends on the attack (the plaintext v_k and w mix the data's rows already): measure it
+    with a random ``read``."""
+    estimate, truth = np.asarray(estimate, float).ravel(), np.asarray(truth, float).ravel()
+    if not np.all(np.isfinite(estimate)):
+        return np.inf, 0.0
+    norms = np.linalg.norm(estimate) * np.linalg.norm(truth)
+    corr = abs(float(estimate @ truth)) / norms if norms > 0 else 0.0
+    return float(np.max(np.abs(estimate - truth))), corr
