@@ -1,4 +1,4 @@
-"""The ``hyfdca`` command: ``hyfdca datasets``, ``hyfdca demo``."""
+"""The ``hyfdca`` command: ``datasets``, ``demo``, ``run``, ``profile``."""
 
 import argparse
 import sys
@@ -108,7 +108,67 @@ def cmd_run(args):
     return _train_and_report(args)
 
 
+def cmd_profile(args):
+    """Encryption cost profile: per backend and key size, the cost of encrypt, decrypt,
+    add and multiply per value and per vector, throughput and bytes per value; then a
+    HyFDCA run's time per round split into computation, encryption and communication at
+    0, 0.2575 and 0.6 s per round trip (table and stacked bar chart)."""
+    import json
+    from dataclasses import asdict
+    from pathlib import Path
+
+    from crypto import BACKENDS
+    from hyfdca import profile
+    from hyfdca._settings import HyFDCASettings
+
+    backends = args.backends.split(",") if args.backends else list(BACKENDS)
+    unknown = sorted(set(backends) - set(BACKENDS))
+    if unknown:
+        raise SystemExit(f"unknown crypto backend(s) {unknown}; known: {sorted(BACKENDS)}")
+    key_sizes = [int(k) for k in args.key_bits.split(",")]
+    configs = []  # (backend, key bits or None): every key size only where there are keys
+    for name in backends:
+        has_keys = "n_length" in profile.backend_options(name, 2048)
+        configs += [(name, bits) for bits in key_sizes] if has_keys else [(name, None)]
+    out = Path(args.output)
+    out.mkdir(parents=True, exist_ok=True)
+
+    costs = []
+    for name, bits in configs:
+        print(f"measuring {name}" + (f" at {bits} bits" if bits else "") + " ...", flush=True)
+        costs += profile.measure_operations(name, key_bits=bits, n_values=args.n_values,
+                                            repeats=args.repeats, seed=args.seed)
+    table = profile.operations_table(costs)
+    print(table)
+
+    fed, _ = _prepare(args)
+    settings = HyFDCASettings.from_variant(args.variant, lam=args.lam, H=args.H, iic=args.iic,
+                                           participation=args.participation,
+                                           fraction=args.fraction)
+    breakdowns = []
+    for name, bits in configs:
+        if bits not in (None, key_sizes[0]):
+            continue  # the round breakdown at the first key size
+        print(f"timing {args.rounds} HyFDCA rounds with {name} ...", flush=True)
+        breakdowns.append(profile.round_breakdown(
+            fed, settings, crypto=name, crypto_options=profile.backend_options(name, bits),
+            rounds=args.rounds, seed=args.seed))
+    rounds_table = profile.breakdown_table(breakdowns)
+    print(rounds_table)
+    (out / "operations.md").write_text(table + "\n")
+    (out / "round_breakdown.md").write_text(rounds_table + "\n")
+    (out / "profile.json").write_text(json.dumps(
+        {"operations": [dict(asdict(c), per_value=c.per_value) for c in costs],
+         "round_breakdown": breakdowns}, indent=1))
+    plot = profile.plot_breakdown(breakdowns, out / "round_breakdown.png",
+                                  title=f"HyFDCA time per round: {args.dataset} "
+                                        f"{args.partition}")
+    print(f"tables: {out / 'operations.md'}, {out / 'round_breakdown.md'}; plot: {plot}")
+    return 0
+
+
 def _add_run_options(p, *, dataset, partition, participation, fraction, lam, rounds):
+    from crypto import BACKENDS
     from hyfdca._settings import DEFAULT_VARIANT
     from hyfdca.partition import SPEC_HELP as PARTITION_HELP
     p.add_argument("--dataset", default=dataset, choices=datasets.dataset_names())
@@ -129,7 +189,8 @@ def _add_run_options(p, *, dataset, partition, participation, fraction, lam, rou
     p.add_argument("--rounds", type=int, default=rounds, help="maximum outer iterations")
     p.add_argument("--tol", type=float, default=None, help="stop at this duality gap")
     p.add_argument("--eval-every", type=int, default=10)
-    p.add_argument("--crypto", default="plain", choices=["plain", "paillier"])
+    p.add_argument("--crypto", default="plain", choices=sorted(BACKENDS),
+                   help="encryption backend (paillier keys: 2048 bits)")
     p.add_argument("--positive-class", type=int, default=0,
                    help="multi-class data: index of the class trained one-vs-rest")
     p.add_argument("--seed", type=int, default=0)
@@ -156,6 +217,31 @@ def build_parser():
     _add_run_options(p, dataset="a9a", partition="3x3", participation="full", fraction=1.0,
                      lam=1e-4, rounds=200)
     p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("profile", help="encryption cost per operation and per HyFDCA round",
+                       description=cmd_profile.__doc__)
+    p.add_argument("--backends", default=None,
+                   help="comma-separated crypto backends (default: all)")
+    p.add_argument("--key-bits", default="2048",
+                   help="comma-separated key sizes for backends with keys (2048, 3072; "
+                        "under 2048 only for quick tests)")
+    p.add_argument("--n-values", type=int, default=200, help="values per vector")
+    p.add_argument("--repeats", type=int, default=1, help="best of this many timings")
+    p.add_argument("--dataset", default="breast_cancer", choices=datasets.dataset_names())
+    p.add_argument("--partition", default="3x3")
+    p.add_argument("--participation", default="fraction",
+                   choices=["full", "fraction", "cyclic"])
+    p.add_argument("--fraction", type=float, default=0.5)
+    p.add_argument("--variant", default="auto")
+    p.add_argument("--lam", type=float, default=1e-2)
+    group = p.add_mutually_exclusive_group()
+    group.add_argument("--H", type=int)
+    group.add_argument("--iic", type=float)
+    p.add_argument("--rounds", type=int, default=3, help="timed HyFDCA rounds per backend")
+    p.add_argument("--positive-class", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--output", default="hyfdca-profile", help="folder for tables and plot")
+    p.set_defaults(func=cmd_profile)
     return parser
 
 

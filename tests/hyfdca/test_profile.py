@@ -1,0 +1,77 @@
+"""The encryption cost profiler: operation costs, the measured round breakdown, the CLI."""
+
+import json
+
+import numpy as np
+import pytest
+
+from hyfdca import partition as P
+from hyfdca import profile
+from hyfdca._protocol import HyFDCARun
+from hyfdca._settings import HyFDCASettings
+from hyfdca.cli import main
+
+INSECURE = dict(n_length=512, insecure=True)
+
+
+@pytest.fixture(scope="module")
+def fed(cancer):
+    X, y = cancer
+    return P.hybrid_grid(X[:60], y[:60], 2, 2)
+
+
+def test_operation_costs_cover_every_operation():
+    costs = profile.measure_operations("paillier", key_bits=512, n_values=8, repeats=1)
+    assert [c.operation for c in costs] == list(profile.OPERATIONS)
+    for c in costs:
+        assert c.seconds > 0 and c.per_value == pytest.approx(c.seconds / 8)
+        assert c.bytes_per_value == 128  # a ciphertext mod n^2 of a 512-bit n
+    assert "| paillier | 512 | encrypt | 8 |" in profile.operations_table(costs)
+
+
+def test_backend_options_give_key_sizes_only_where_there_are_keys():
+    assert profile.backend_options("plain", 2048) == {}
+    assert profile.backend_options("paillier", 3072) == {"n_length": 3072}
+    assert profile.backend_options("paillier", 512) == INSECURE
+
+
+def test_the_timer_charges_clients_and_server(fed):
+    settings = HyFDCASettings.from_variant("auto", lam=0.05, H=5)
+    run = HyFDCARun(fed, settings, crypto="paillier", crypto_options=INSECURE)
+    timer = profile._CryptoTimer(run)
+    run.step()
+    client_seconds = timer.client_seconds.copy()
+    slowest, server = timer.take()
+    assert np.all(client_seconds > 0) and server > 0   # every client encrypts; server adds
+    assert slowest == client_seconds.max()
+    assert timer.take() == (0.0, 0.0)
+
+
+def test_round_breakdown_splits_time_by_latency(fed):
+    settings = HyFDCASettings.from_variant("auto", lam=0.05, H=5, participation="fraction",
+                                           fraction=0.5)
+    plain = profile.round_breakdown(fed, settings, crypto="plain", rounds=2)
+    paillier = profile.round_breakdown(fed, settings, crypto="paillier",
+                                       crypto_options=INSECURE, rounds=2)
+    assert paillier["encryption"] > 10 * plain["encryption"]
+    assert plain["rtc"] == 4.0  # hybrid, partial participation
+    for row, latency in zip(paillier["rows"], profile.LATENCIES):
+        assert row["communication"] == pytest.approx(latency * paillier["rtc"])
+
+
+def test_profile_command_writes_tables_and_chart(tmp_path, capsys):
+    out = tmp_path / "profile"
+    assert main(["profile", "--backends", "plain,paillier", "--key-bits", "512",
+                 "--n-values", "6", "--rounds", "1", "--partition", "2x2",
+                 "--output", str(out)]) == 0
+    assert {p.name for p in out.iterdir()} == {"operations.md", "round_breakdown.md",
+                                               "profile.json", "round_breakdown.png"}
+    data = json.loads((out / "profile.json").read_text())
+    assert {b["backend"] for b in data["round_breakdown"]} == {"plain", "paillier"}
+    assert len(data["operations"]) == 8
+    assert "0.2575" in capsys.readouterr().out
+
+
+def test_profile_command_names_an_unknown_backend(tmp_path):
+    with pytest.raises(SystemExit, match="unknown crypto backend"):
+        main(["profile", "--backends", "rot13", "--output", str(tmp_path)])
