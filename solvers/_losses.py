@@ -84,6 +84,29 @@ def loss_value(code, z, y, smoothing):
 
 
 @njit(cache=True)
+def loss_derivative(code, z, y, smoothing):
+    """dl/dz at margin z (for hinge the subgradient -y where yz < 1, else 0)."""
+    if code == SQUARED:
+        return z - y
+    m = y * z
+    if code == HINGE:
+        return -y if m < 1.0 else 0.0
+    if code == SMOOTHED_HINGE:
+        if m >= 1.0:
+            return 0.0
+        if m <= 1.0 - smoothing:
+            return -y
+        return -y * (1.0 - m) / smoothing
+    if code == SQUARED_HINGE:
+        return -2.0 * y * max(0.0, 1.0 - m)
+    # logistic: -y / (1 + exp(m)), computed without overflow
+    if m > 0.0:
+        e = math.exp(-m)
+        return -y * e / (1.0 + e)
+    return -y / (1.0 + math.exp(m))
+
+
+@njit(cache=True)
 def neg_conjugate(code, alpha, y, smoothing):
     """-l*(-alpha): the per-sample dual term; -inf outside the domain."""
     if code == SQUARED:

@@ -68,3 +68,18 @@ def test_coordinate_step_maximises_its_one_dimensional_objective(loss, beta, z, 
 def test_unknown_loss_is_named():
     with pytest.raises(ValueError, match="unknown loss 'hingee'"):
         loss_code("hingee")
+
+
+@settings(max_examples=200, deadline=None)
+@given(loss=st.sampled_from(ALL_LOSSES), y=st.sampled_from([-1.0, 1.0]),
+       z=st.floats(-30.0, 30.0))
+def test_derivative_matches_central_differences(loss, y, z):
+    from solvers._losses import loss_derivative
+
+    code, h = loss_code(loss), 1e-6
+    kinks = [y, y * (1.0 - SMOOTHING)] if loss in ("hinge", "smoothed_hinge") else [y]
+    if loss != "squared" and min(abs(z - k) for k in kinks) < 1e-4:
+        return  # the subgradient is not a derivative at the kink
+    numeric = (loss_value(code, z + h, y, SMOOTHING)
+               - loss_value(code, z - h, y, SMOOTHING)) / (2 * h)
+    assert loss_derivative(code, z, y, SMOOTHING) == pytest.approx(numeric, abs=1e-6)

@@ -1,0 +1,81 @@
+"""What every convex baseline shares with HyFDCA: the FederatedDataset, the participation
+models, the per-round records and the History.
+
+A baseline implements ``_round(available) -> dict(compute_seconds, rtc, bytes_up,
+bytes_down)`` and keeps its global model in ``self.w`` (over all d features).
+Baselines have no duality-gap certificate: their evaluations are the primal P(w) and the
+validation accuracy, computed by the experimenter on the pooled data (an oracle outside
+the protocol); the dual and gap columns are NaN.
+"""
+
+import time
+
+import numpy as np
+
+from hyfdca._history import History
+from hyfdca.participation import Participation
+from solvers import loss_code, primal_objective
+
+
+class ConvexBaseline:
+    """Common state: data, loss, lam, participation, round counter and the model w."""
+
+    name = "baseline"
+
+    def __init__(self, dataset, *, loss="hinge", lam=1e-4, smoothing=1.0,
+                 participation="full", fraction=1.0, seed=0):
+        if not (lam > 0 and np.isfinite(lam)):
+            raise ValueError(f"lam must be positive, got {lam}")
+        self.dataset = dataset
+        self.loss, self.code = loss, loss_code(loss)
+        self.lam, self.smoothing = float(lam), float(smoothing)
+        self.seed = int(seed)
+        self.participation = Participation(participation, fraction, dataset.n_clients, seed)
+        self.w = np.zeros(dataset.n_features)
+        self.round = 0
+
+    def _round(self, available):
+        raise NotImplementedError
+
+    def step(self):
+        """One outer iteration; its record has HyFDCA's round fields (no crypto)."""
+        avail = self.participation.available(self.round)
+        start = time.perf_counter()
+        stats = self._round(avail)
+        self.round += 1
+        return dict(round=self.round, available=len(avail), step=np.nan,
+                    encrypt=0, decrypt=0, add=0, multiply=0,
+                    protocol_seconds=time.perf_counter() - start, **stats)
+
+    def rng(self, *stream):
+        """The generator of one random stream, derived from the run's seed."""
+        return np.random.default_rng((self.seed,) + stream)
+
+
+def run_baseline(method, *, max_rounds=100, eval_every=1, p_star=None, validation=None,
+                 callback=None):
+    """Run a baseline for ``max_rounds``; return its History (primal and validation
+    accuracy every ``eval_every`` rounds; stops early if the primal is no longer finite)."""
+    X, y = method.dataset.reassemble()
+    history = History(p_star=p_star)
+
+    def evaluate():
+        primal = primal_objective(X, y, method.w, loss=method.loss, lam=method.lam,
+                                  smoothing=method.smoothing)
+        accuracy = None
+        if validation is not None:
+            Xv, yv = validation
+            accuracy = float(np.mean(np.where(Xv @ method.w[:Xv.shape[1]] >= 0, 1.0, -1.0)
+                                     == yv))
+        history.add_evaluation(method.round, primal, np.nan, accuracy)
+        return primal
+
+    evaluate()
+    for _ in range(max_rounds):
+        history.add_round(method.step())
+        if method.round % eval_every == 0 or method.round == max_rounds:
+            if not np.isfinite(evaluate()):
+                break
+        if callback is not None:
+            callback(method)
+    return history

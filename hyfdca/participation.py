@@ -1,0 +1,41 @@
+"""Which clients take part in each round: full, a random fraction, or cyclic subsets.
+
+Shared by HyFDCA and the baselines, so that with the same seed every method sees the same
+clients in the same rounds. All draws come from ``default_rng([seed, 0])``.
+"""
+
+import numpy as np
+
+KINDS = ("full", "fraction", "cyclic")
+
+
+class Participation:
+    """Available clients per round.
+
+    ``fraction``: round(f K) clients (at least one) drawn without replacement each round.
+    ``cyclic``: the clients are split once into ceil(1/f) disjoint subsets (a seeded
+    permutation) that take turns. ``full``: everyone, every round.
+    """
+
+    def __init__(self, kind, fraction, n_clients, seed):
+        if kind not in KINDS:
+            raise ValueError(f"participation must be one of {KINDS}, got {kind!r}")
+        if not 0 < fraction <= 1:
+            raise ValueError(f"fraction must be in (0, 1], got {fraction}")
+        self.kind, self.fraction, self.n_clients = kind, float(fraction), int(n_clients)
+        self.rng = np.random.default_rng([int(seed), 0])
+        self.cycles = None
+        if kind == "cyclic":
+            n_subsets = max(1, int(np.ceil(1.0 / fraction)))
+            self.cycles = [np.sort(s) for s in
+                           np.array_split(self.rng.permutation(n_clients), n_subsets)]
+
+    def available(self, round_):
+        """Sorted ids of the clients available in round ``round_`` (call once per round,
+        in order: the fraction model draws from the stream)."""
+        if self.kind == "full":
+            return np.arange(self.n_clients)
+        if self.kind == "cyclic":
+            return self.cycles[round_ % len(self.cycles)]
+        size = max(1, int(round(self.fraction * self.n_clients)))
+        return np.sort(self.rng.choice(self.n_clients, size=size, replace=False))
