@@ -7,7 +7,9 @@ import numpy as np
 
 ROUND_FIELDS = ("round", "available", "step", "rtc", "bytes_up", "bytes_down",
                 "encrypt", "decrypt", "add", "multiply", "compute_seconds",
-                "protocol_seconds")
+                "protocol_seconds", "encryption_seconds")
+# filled in later by whoever measures it (the experiments' time model); 0 until then
+OPTIONAL_ROUND_FIELDS = {"encryption_seconds": 0.0}
 EVAL_FIELDS = ("primal", "dual", "gap", "relative_loss", "validation_accuracy")
 
 
@@ -25,7 +27,8 @@ class History:
         self.evaluations = {}
 
     def add_round(self, record):
-        self.rounds.append({f: record[f] for f in ROUND_FIELDS})
+        self.rounds.append({f: record[f] if f in record or f not in OPTIONAL_ROUND_FIELDS
+                            else OPTIONAL_ROUND_FIELDS[f] for f in ROUND_FIELDS})
 
     def add_evaluation(self, round_, primal, dual, accuracy=None):
         rel = (primal - self.p_star) / self.p_star if self.p_star else np.nan
@@ -52,9 +55,9 @@ class History:
 
     def simulated_time(self, latency=0.0):
         """Cumulative wall time as if clients ran in parallel: per round the slowest
-        client's compute plus RTC x latency (seconds). Encryption time is added by the
-        crypto profiler, which measures it per backend."""
-        per_round = self.column("compute_seconds") + latency * self.column("rtc")
+        client's compute, the encryption time (when measured) and RTC x latency."""
+        per_round = (self.column("compute_seconds") + self.column("encryption_seconds")
+                     + latency * self.column("rtc"))
         return np.cumsum(per_round)
 
     def to_csv(self, path):

@@ -1,4 +1,4 @@
-"""The ``hyfdca`` command: ``datasets``, ``demo``, ``run``, ``profile``."""
+"""The ``hyfdca`` command: ``datasets``, ``demo``, ``run``, ``profile``, ``experiment``."""
 
 import argparse
 import sys
@@ -167,6 +167,40 @@ def cmd_profile(args):
     return 0
 
 
+def cmd_experiment(args):
+    """The paper's convergence-rate experiments: HyFDCA against FedAvg and HyFEM on each
+    data set x partition x participation fraction, hyperparameters by random search and
+    Grey Relational Analysis, equal outer iterations and equal wall time; writes Figure 3
+    style plots (PNG, PDF), the tuning and verdict tables and the results as JSON."""
+    from hyfdca import experiments, profile
+
+    config = dict(experiments.QUICK if args.quick else experiments.FULL)
+    for key in ("rounds", "tune_rounds", "max_candidates"):
+        if getattr(args, key) is not None:
+            config[key] = getattr(args, key)
+    if args.datasets:
+        wanted = args.datasets.split(",")
+        unknown = sorted(set(wanted) - set(config["datasets"]))
+        if unknown:
+            raise SystemExit(f"data set(s) {unknown} not in this experiment: "
+                             f"{sorted(config['datasets'])}")
+        config["datasets"] = {k: v for k, v in config["datasets"].items() if k in wanted}
+    costs = None
+    if args.backend != "plain":
+        print(f"measuring {args.backend} at {args.key_bits} bits for the time model ...")
+        measured = profile.measure_operations(args.backend, key_bits=args.key_bits,
+                                              n_values=args.cost_values, repeats=1)
+        costs = {c.operation: c.per_value for c in measured}
+    methods = args.methods.split(",") if args.methods else experiments.METHODS
+    _, wins_iter, wins_time, total = experiments.run_suite(
+        config, args.output, methods=methods, costs=costs, latency=args.latency,
+        seed=args.seed)
+    print((open(f"{args.output}/verdict.md").read()))
+    print(f"figures and tables in {args.output}/")
+    print(f"headline: hyfdca_wins_iter={wins_iter}/{total} hyfdca_wins_time={wins_time}/{total}")
+    return 0
+
+
 def _add_run_options(p, *, dataset, partition, participation, fraction, lam, rounds):
     from crypto import BACKENDS
     from hyfdca._settings import DEFAULT_VARIANT
@@ -242,6 +276,26 @@ def build_parser():
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--output", default="hyfdca-profile", help="folder for tables and plot")
     p.set_defaults(func=cmd_profile)
+
+    p = sub.add_parser("experiment", help="HyFDCA against its baselines, as in the paper",
+                       description=cmd_experiment.__doc__)
+    p.add_argument("--quick", action="store_true",
+                   help="CI-sized: embedded breast cancer, 2x2 and 3x3, fractions 0.5, 0.9")
+    p.add_argument("--datasets", default=None, help="comma-separated subset of the data sets")
+    p.add_argument("--methods", default=None, help="comma-separated subset of the methods")
+    p.add_argument("--rounds", type=int, default=None, help="outer iterations per final run")
+    p.add_argument("--tune-rounds", type=int, default=None, help="rounds per search candidate")
+    p.add_argument("--max-candidates", type=int, default=None,
+                   help="random-search draws per method and setting")
+    p.add_argument("--backend", default="paillier",
+                   help="crypto backend whose measured costs HyFDCA's rounds are charged")
+    p.add_argument("--key-bits", type=int, default=2048)
+    p.add_argument("--cost-values", type=int, default=20,
+                   help="values per vector when measuring the backend's costs")
+    p.add_argument("--latency", type=float, default=0.2575, help="seconds per round trip")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--output", default="hyfdca-experiment")
+    p.set_defaults(func=cmd_experiment)
     return parser
 
 

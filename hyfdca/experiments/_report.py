@@ -1,0 +1,94 @@
+"""Figures (the paper's Figure 3 style) and the verdict table of a set of comparisons."""
+
+from hyfdca.experiments._compare import final_values, winners
+from hyfdca.experiments._metrics import evaluated, moving_average, smoothing_window
+
+COLORS = {"HyFDCA": "#C44E52", "FedAvg": "#4C72B0", "HyFEM": "#55A868", "D3CA": "#8172B2",
+          "ADMM": "#CCB974"}
+
+
+def plot_grid(comparisons, path, *, axis="iteration", smooth=0.01):
+    """One column per comparison; rows: relative loss (log) and validation accuracy (%),
+    against relative outer iteration (%) or simulated wall time (s); one line per method,
+    smoothed by a trailing moving average over ``smooth`` of the points."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    n = len(comparisons)
+    fig, axes = plt.subplots(2, n, figsize=(3.2 * n + 1, 6), squeeze=False,
+                             constrained_layout=True)
+    for col, comp in enumerate(comparisons):
+        runs = comp.by_iteration if axis == "iteration" else comp.by_time
+        for method, history in runs.items():
+            rounds, rel = evaluated(history, "relative_loss")
+            _, acc = evaluated(history, "validation_accuracy")
+            if axis == "iteration":
+                x = 100.0 * rounds / max(1, rounds[-1])
+            else:
+                x = history.simulated_time(comp.latency)[rounds]
+            window = smoothing_window(rel.size, smooth)
+            style = dict(color=COLORS.get(method), label=method)
+            keep = rel > 0
+            axes[0, col].semilogy(x[keep], moving_average(rel, window)[keep], **style)
+            axes[1, col].plot(x, 100 * moving_average(acc, window), **style)
+        axes[0, col].set_title(comp.name, fontsize=9)
+        for row in range(2):
+            axes[row, col].grid(True, which="both", alpha=0.3)
+            axes[row, col].set_xlabel("outer iteration (% of the run)" if axis == "iteration"
+                                      else f"simulated wall time (s, {comp.latency:g} s/RTC)")
+        axes[0, col].set_ylabel("relative loss (P - P*) / P*")
+        axes[1, col].set_ylabel("validation accuracy (%)")
+    axes[0, 0].legend(fontsize=8)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def verdict_table(comparisons, reference=("36/36", "33/36")):
+    """Markdown: per comparison the method with the lowest relative loss and the highest
+    accuracy, by iterations and by time; then HyFDCA's totals (two comparisons per row and
+    mode: loss and accuracy) beside the paper's."""
+    lines = ["| setting | lowest loss (iter.) | highest acc. (iter.) | lowest loss (time) | "
+             "highest acc. (time) | HyFDCA final rel. loss / acc. (iter.) |",
+             "|---|---|---|---|---|---|"]
+    wins_iter = wins_time = total = 0
+    for comp in comparisons:
+        it = winners(comp.by_iteration) if comp.by_iteration else ("-", "-")
+        tm = winners(comp.by_time) if comp.by_time else ("-", "-")
+        hy = comp.by_iteration.get("HyFDCA")
+        own = "diverged" if hy is None else "{:.3g} / {:.3f}".format(*final_values(hy))
+        lines.append(f"| {comp.name} | {it[0]} | {it[1]} | {tm[0]} | {tm[1]} | {own} |")
+        wins_iter += sum(w == "HyFDCA" for w in it)
+        wins_time += sum(w == "HyFDCA" for w in tm)
+        total += 2
+    lines.append("")
+    lines.append(f"HyFDCA wins {wins_iter}/{total} comparisons by outer iterations (paper: "
+                 f"{reference[0]}) and {wins_time}/{total} by wall time (paper: "
+                 f"{reference[1]}).")
+    return "\n".join(lines), wins_iter, wins_time, total
+
+
+def tuning_table(comparisons):
+    lines = ["| setting | method | tried | divergent | chosen parameters |", "|---|---|---|---|---|"]
+    for comp in comparisons:
+        for method, t in comp.tunings.items():
+            params = "none viable" if t.params is None else ", ".join(
+                f"{k}={v:.3g}" for k, v in t.params.items()) or "defaults"
+            lines.append(f"| {comp.name} | {method} | {t.tried} | {t.divergent} | {params} |")
+    return "\n".join(lines)
+
+
+def summary_rows(comparisons):
+    """Plain rows for JSON export: setting, mode, method, final relative loss, accuracy."""
+    rows = []
+    for comp in comparisons:
+        for mode, runs in (("iteration", comp.by_iteration), ("time", comp.by_time)):
+            for method, history in runs.items():
+                rel, acc = final_values(history)
+                rows.append(dict(setting=comp.name, mode=mode, method=method, rounds=len(
+                    history.rounds), final_relative_loss=rel, final_accuracy=acc,
+                    simulated_seconds=float(history.simulated_time(comp.latency)[-1])))
+    return rows
+

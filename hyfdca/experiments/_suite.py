@@ -1,0 +1,87 @@
+"""The paper's convergence-rate experiments (its section 5.2) as a suite of comparisons:
+data sets x partitions x participation fractions, each a :class:`Comparison` of HyFDCA,
+FedAvg and HyFEM, then figures, tables and the verdict, written to a folder.
+
+``QUICK`` runs on the embedded breast-cancer data (CI-sized); ``FULL`` is the paper's grid
+with a9a and the SMS text standing in for its data (they need ``../shared/data``), the
+news20-shaped synthetic set, and Fashion-MNIST in the quadrant scheme when installed.
+"""
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from hyfdca import datasets
+from hyfdca.experiments._compare import compare
+from hyfdca.experiments._methods import METHODS, Problem
+from hyfdca.experiments._report import plot_grid, summary_rows, tuning_table, verdict_table
+from hyfdca.partition import partition_from_spec
+
+FRACTIONS = (0.1, 0.5, 0.9)
+QUICK = dict(datasets={"breast_cancer": ("2x2", "3x3")}, fractions=(0.5, 0.9), lam=1e-2,
+             rounds=30, tune_rounds=15, max_candidates=3, budget_seconds=None)
+FULL = dict(datasets={"fashion-mnist": ("quadrants:5", "quadrants:500", "quadrants:5000"),
+                      "a9a": ("3x3", "5x5", "12x12"),
+                      "sms-spam": ("3x3", "5x5", "12x12"),
+                      "news20-like": ("dealt:3x3", "dealt:5x5", "dealt:12x12")},
+            fractions=FRACTIONS, lam=1e-4, rounds=1000, tune_rounds=200, max_candidates=20,
+            budget_seconds=600)
+
+
+def prepare(name, partition, *, lam, loss="hinge", seed=0):
+    """(FederatedDataset of 75% of the data, validation (X, y), P*) for one setting;
+    multi-class data are one class (the first) against the rest."""
+    import scipy.sparse as sp
+    from sklearn.model_selection import train_test_split
+
+    from solvers import reference_optimum
+
+    ds = datasets.load_dataset(name)
+    y = ds.y if ds.classes is None or len(ds.classes) <= 2 else \
+        np.where(ds.y == ds.classes[0], 1.0, -1.0)
+    X_tr, X_val, y_tr, y_val = train_test_split(ds.X, y, test_size=0.25, random_state=seed,
+                                                stratify=y)
+    fed = partition_from_spec(X_tr, y_tr, partition, seed=seed, image_shape=ds.image_shape)
+    if fed.n_features > X_val.shape[1]:   # the quadrant scheme's bias feature
+        X_val = sp.hstack([sp.csr_matrix(X_val), np.full((X_val.shape[0], 1), 10.0)],
+                          format="csr")
+    X_fed, y_fed = fed.reassemble()
+    p_star = reference_optimum(X_fed, y_fed, loss=loss, lam=lam)[0]
+    return fed, (X_val, y_val), p_star
+
+
+def run_suite(config, output, *, methods=METHODS, costs=None, latency=0.2575, seed=0,
+              log=print):
+    """Run every comparison of ``config`` (QUICK, FULL or alike); write figures, tables and
+    JSON under ``output``; return (comparisons, wins_iter, wins_time, total)."""
+    out = Path(output)
+    out.mkdir(parents=True, exist_ok=True)
+    comparisons = []
+    for name, partitions in config["datasets"].items():
+        if datasets.locate_dataset(name) is None:
+            log(f"skipping {name}: not on this machine (see `hyfdca datasets`)")
+            continue
+        per_dataset = []
+        for partition in partitions:
+            fed, validation, p_star = prepare(name, partition, lam=config["lam"], seed=seed)
+            for fraction in config["fractions"]:
+                problem = Problem(fed, "hinge", config["lam"], "fraction", fraction, p_star,
+                                  validation, seed)
+                label = f"{name} {partition} f={fraction:g}"
+                log(f"comparing on {label} ...")
+                per_dataset.append(compare(
+                    label, problem, methods, rounds=config["rounds"],
+                    tune_rounds=config["tune_rounds"], max_candidates=config["max_candidates"],
+                    budget_seconds=config["budget_seconds"], costs=costs, latency=latency))
+        if per_dataset:
+            plot_grid(per_dataset, out / f"{name}_iterations.png", axis="iteration")
+            plot_grid(per_dataset, out / f"{name}_iterations.pdf", axis="iteration")
+            plot_grid(per_dataset, out / f"{name}_time.png", axis="time")
+            plot_grid(per_dataset, out / f"{name}_time.pdf", axis="time")
+        comparisons += per_dataset
+    table, wins_iter, wins_time, total = verdict_table(comparisons)
+    (out / "verdict.md").write_text(table + "\n")
+    (out / "tuning.md").write_text(tuning_table(comparisons) + "\n")
+    (out / "results.json").write_text(json.dumps(summary_rows(comparisons), indent=1))
+    return comparisons, wins_iter, wins_time, total

@@ -1,0 +1,120 @@
+"""The experiment pipeline: GRA, the seven metrics, smoothing, the time model, tuning and
+a CI-sized run of the whole suite."""
+
+import json
+
+import numpy as np
+import pytest
+
+from hyfdca import experiments as E
+from hyfdca._history import History
+from hyfdca.cli import main
+from hyfdca.experiments._compare import truncate_by_time
+from hyfdca.experiments._methods import charge_encryption
+from hyfdca.experiments._metrics import diverged
+
+
+def test_gra_matches_a_hand_computation():
+    values = [[1.0, 10.0], [2.0, 30.0], [3.0, 20.0]]   # metric 0: smaller, 1: larger better
+    # normalised: [1, 0], [0.5, 1], [0, 0.5]; deviations [0, 1], [0.5, 0], [1, 0.5]
+    # xi = 0.5 / (D + 0.5): [1, 1/3], [1/2, 1], [1/3, 1/2]
+    grades = E.grey_relational_grades(values, [False, True])
+    np.testing.assert_allclose(grades, [2 / 3, 3 / 4, 5 / 12])
+    assert E.select_by_gra(values, [False, True]) == 1
+
+
+def test_gra_prefers_a_dominating_candidate_and_ignores_constant_metrics():
+    values = [[5.0, 0.1, 7.0], [4.0, 0.2, 7.0], [6.0, 0.05, 7.0]]
+    assert E.select_by_gra(values, [False, True, True]) == 1
+
+
+@pytest.mark.parametrize("values, message", [
+    (np.zeros((0, 2)), "no candidates"), ([[1.0, np.nan]], "must be finite"),
+    ([[1.0, 2.0, 3.0]], "metrics")])
+def test_gra_errors(values, message):
+    with pytest.raises(ValueError, match=message):
+        E.grey_relational_grades(values, [True, False])
+
+
+def test_moving_average_against_a_loop():
+    rng = np.random.default_rng(0)
+    values = rng.normal(size=40)
+    values[[3, 17]] = np.nan
+    window = 6
+    expected = [np.nanmean(values[max(0, t - window + 1):t + 1]) for t in range(40)]
+    np.testing.assert_allclose(E.moving_average(values, window), expected)
+    assert E.smoothing_window(12345) == 123 and E.smoothing_window(10) == 1
+
+
+def _history(primal, compute=0.5, rtc=3, encryption=0.25, accuracy=None):
+    history = History(p_star=1.0)
+    for r, p in enumerate(primal):
+        if r:
+            history.add_round(dict(round=r, available=2, step=1.0, rtc=rtc, bytes_up=0,
+                                   bytes_down=0, encrypt=4, decrypt=2, add=3, multiply=1,
+                                   compute_seconds=compute, protocol_seconds=0.0,
+                                   encryption_seconds=encryption))
+        history.add_evaluation(r, p, np.nan, None if accuracy is None else accuracy[r])
+    return history
+
+
+def test_the_seven_metrics():
+    primal = [3.0, 2.0, 1.5, 1.25, 1.1, 1.05, 1.0]
+    history = _history(primal, accuracy=[0.5, 0.6, 0.7, 0.9, 0.8, 0.85, 0.88])
+    m = E.selection_metrics(history)
+    assert list(m) == list(E.METRIC_NAMES)
+    assert m["runtime_0"] == pytest.approx(0.75)
+    assert m["runtime_0.2575"] == pytest.approx(0.75 + 3 * 0.2575)
+    assert m["runtime_0.6"] == pytest.approx(0.75 + 1.8)
+    assert m["final_loss"] == pytest.approx(np.mean(primal[-5:]))
+    assert m["best_accuracy"] == 0.9
+    assert m["volatility"] == pytest.approx(np.std(np.diff(primal)))
+    assert m["iterations_to_progress"] == 4     # drops 1.75 (round 3), 1.9 (round 4) vs 0.9 x 2
+
+
+def test_divergence_is_detected():
+    assert diverged(_history([1.5, 2.0, np.inf]))
+    assert diverged(_history([1.5, 3e3]))
+    assert not diverged(_history([1.5, 1.2, 1.1]))
+
+
+def test_truncate_by_time_keeps_the_rounds_within_the_budget():
+    history = _history([3.0, 2.0, 1.5, 1.2, 1.1], compute=1.0, rtc=1, encryption=0.0)
+    cut = truncate_by_time(history, budget=2.5, latency=0.0)   # rounds cost 1 s each
+    assert len(cut.rounds) == 2 and sorted(cut.evaluations) == [0, 1, 2]
+
+
+def test_encryption_is_charged_from_counts():
+    history = _history([2.0, 1.0], encryption=0.0)
+    charge_encryption(history, dict(encrypt=1.0, decrypt=10.0, add=100.0, multiply=1000.0))
+    # client side (4 x 1 + 2 x 10) / 2 present + server side 3 x 100 + 1 x 1000
+    assert history.rounds[0]["encryption_seconds"] == pytest.approx(12.0 + 1300.0)
+
+
+@pytest.fixture(scope="module")
+def problem():
+    fed, validation, p_star = E.prepare("breast_cancer", "2x2", lam=1e-2)
+    return E.Problem(fed, "hinge", 1e-2, "fraction", 0.5, p_star, validation, seed=0)
+
+
+def test_tuning_starts_from_the_defaults_and_is_seeded(problem):
+    first = E.tune("FedAvg", problem, rounds=4, max_candidates=1)
+    assert first.params == dict(iic=0.1, a=1.0, b=10.0) and first.tried == 1
+    a = E.tune("HyFEM", problem, rounds=4, max_candidates=3, seed=5)
+    b = E.tune("HyFEM", problem, rounds=4, max_candidates=3, seed=5)
+    assert [c[0] for c in a.candidates] == [c[0] for c in b.candidates]
+    assert len(a.candidates) + a.divergent == 3
+
+
+def test_the_suite_runs_end_to_end(tmp_path, capsys):
+    out = tmp_path / "exp"
+    assert main(["experiment", "--quick", "--rounds", "6", "--tune-rounds", "4",
+                 "--max-candidates", "2", "--backend", "plain", "--output", str(out)]) == 0
+    files = {p.name for p in out.iterdir()}
+    assert {"verdict.md", "tuning.md", "results.json", "breast_cancer_iterations.png",
+            "breast_cancer_time.pdf"} <= files
+    rows = json.loads((out / "results.json").read_text())
+    assert {r["method"] for r in rows} == {"HyFDCA", "FedAvg", "HyFEM"}
+    assert all(r["rounds"] == 6 for r in rows if r["mode"] == "iteration")
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    assert last.startswith("headline: hyfdca_wins_iter=") and last.endswith("/8")
