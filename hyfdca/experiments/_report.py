@@ -1,5 +1,7 @@
 """Figures (the paper's Figure 3 style) and the verdict table of a set of comparisons."""
 
+import numpy as np
+
 from hyfdca.experiments._compare import final_values, winners
 from hyfdca.experiments._metrics import evaluated, moving_average, smoothing_window
 
@@ -41,6 +43,41 @@ def plot_grid(comparisons, path, *, axis="iteration", smooth=0.01):
         axes[0, col].set_ylabel("relative loss (P - P*) / P*")
         axes[1, col].set_ylabel("validation accuracy (%)")
     axes[0, 0].legend(fontsize=8)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def plot_time_breakdown(comparisons, path):
+    """The paper's Figure 4: mean seconds per outer iteration of each method, stacked as
+    computation, encryption and communication (round trips x the comparisons' latency),
+    averaged over the comparisons' equal-iteration runs."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    parts = {"computation": "#4C72B0", "encryption": "#DD8452", "communication": "#55A868"}
+    means = {}
+    for comp in comparisons:
+        for method, history in comp.by_iteration.items():
+            rows = history.rows()[1:]
+            sample = [np.mean([r[c] for r in rows]) for c in
+                      ("compute_seconds", "encryption_seconds", "rtc")]
+            sample[2] *= comp.latency
+            means.setdefault(method, []).append(sample)
+    fig, ax = plt.subplots(figsize=(1.6 * len(means) + 2, 4), constrained_layout=True)
+    for x, (method, samples) in enumerate(means.items()):
+        bottom = 0.0
+        for value, (part, color) in zip(np.mean(samples, axis=0), parts.items()):
+            ax.bar(x, value, 0.6, bottom=bottom, color=color, label=part if x == 0 else None)
+            bottom += value
+    ax.set_xticks(range(len(means)))
+    ax.set_xticklabels(list(means))
+    ax.set_ylabel("seconds per outer iteration")
+    latency = comparisons[0].latency if comparisons else 0.0
+    ax.set_title(f"time per outer iteration ({latency:g} s per round trip)")
+    ax.legend()
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path

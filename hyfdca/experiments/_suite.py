@@ -15,7 +15,8 @@ import numpy as np
 from hyfdca import datasets
 from hyfdca.experiments._compare import compare
 from hyfdca.experiments._methods import METHODS, Problem
-from hyfdca.experiments._report import plot_grid, summary_rows, tuning_table, verdict_table
+from hyfdca.experiments._report import (plot_grid, plot_time_breakdown, summary_rows,
+                                        tuning_table, verdict_table)
 from hyfdca.partition import partition_from_spec
 
 FRACTIONS = (0.1, 0.5, 0.9)
@@ -79,6 +80,8 @@ def run_suite(config, output, *, methods=METHODS, costs=None, latency=0.2575, se
             plot_grid(per_dataset, out / f"{name}_iterations.pdf", axis="iteration")
             plot_grid(per_dataset, out / f"{name}_time.png", axis="time")
             plot_grid(per_dataset, out / f"{name}_time.pdf", axis="time")
+            plot_time_breakdown(per_dataset, out / f"{name}_time_breakdown.png")
+            plot_time_breakdown(per_dataset, out / f"{name}_time_breakdown.pdf")
         comparisons += per_dataset
     table, wins_iter, wins_time, total = verdict_table(comparisons)
     (out / "verdict.md").write_text(table + "\n")

@@ -112,7 +112,7 @@ def test_the_suite_runs_end_to_end(tmp_path, capsys):
                  "--max-candidates", "2", "--backend", "plain", "--output", str(out)]) == 0
     files = {p.name for p in out.iterdir()}
     assert {"verdict.md", "tuning.md", "results.json", "breast_cancer_iterations.png",
-            "breast_cancer_time.pdf"} <= files
+            "breast_cancer_time.pdf", "breast_cancer_time_breakdown.png"} <= files
     rows = json.loads((out / "results.json").read_text())
     assert {r["method"] for r in rows} == {"HyFDCA", "FedAvg", "HyFEM"}
     assert all(r["rounds"] == 6 for r in rows if r["mode"] == "iteration")
