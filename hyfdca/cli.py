@@ -192,6 +192,9 @@ def cmd_experiment(args):
                                               n_values=args.cost_values, repeats=1)
         costs = {c.operation: c.per_value for c in measured}
     methods = args.methods.split(",") if args.methods else experiments.METHODS
+    unknown = sorted(set(methods) - set(experiments.ALL_METHODS))
+    if unknown:
+        raise SystemExit(f"unknown method(s) {unknown}; known: {list(experiments.ALL_METHODS)}")
     _, wins_iter, wins_time, total = experiments.run_suite(
         config, args.output, methods=methods, costs=costs, latency=args.latency,
         seed=args.seed)
@@ -282,7 +285,9 @@ def build_parser():
     p.add_argument("--quick", action="store_true",
                    help="CI-sized: embedded breast cancer, 2x2 and 3x3, fractions 0.5, 0.9")
     p.add_argument("--datasets", default=None, help="comma-separated subset of the data sets")
-    p.add_argument("--methods", default=None, help="comma-separated subset of the methods")
+    p.add_argument("--methods", default=None,
+                   help="comma-separated methods (default HyFDCA,FedAvg,HyFEM; also D3CA, "
+                        "ADMM (full participation only))")
     p.add_argument("--rounds", type=int, default=None, help="outer iterations per final run")
     p.add_argument("--tune-rounds", type=int, default=None, help="rounds per search candidate")
     p.add_argument("--max-candidates", type=int, default=None,

@@ -3,6 +3,7 @@ outer iterations and for the same simulated wall time (design section 3's time m
 one latency), and the verdict of which reaches the lowest relative loss and the highest
 validation accuracy.
 
+Methods that cannot run a setting (ADMM under partial participation) are left out of it.
 Equal wall time: the budget is HyFDCA's simulated time after ``rounds`` rounds; each other
 method runs ceil(budget / its mean seconds per round) rounds (at most ``time_round_cap``)
 and its history is cut at the budget.
@@ -14,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from hyfdca._history import History
-from hyfdca.experiments._methods import run_method
+from hyfdca.experiments._methods import applicable, run_method
 from hyfdca.experiments._metrics import evaluated
 from hyfdca.experiments._search import tune
 
@@ -44,7 +45,7 @@ def compare(name, problem, methods, *, rounds, tune_rounds, max_candidates=8,
             time_round_cap=20):
     tunings = {m: tune(m, problem, rounds=tune_rounds, max_candidates=max_candidates,
                        budget_seconds=budget_seconds, costs=costs, eval_every=eval_every,
-                       seed=problem.seed) for m in methods}
+                       seed=problem.seed) for m in methods if applicable(m, problem)}
     viable = {m: t for m, t in tunings.items() if t.params is not None}
     by_iteration = {m: run_method(m, problem, t.params, rounds=rounds, eval_every=eval_every,
                                   costs=costs) for m, t in viable.items()}

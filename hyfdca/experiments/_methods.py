@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from baselines import FedAvg, HyFEMLinear, run_baseline
+from baselines import D3CA, BlockSplittingADMM, FedAvg, HyFEMLinear, run_baseline
 from hyfdca._protocol import run_hyfdca
 from hyfdca._settings import HyFDCASettings
 
@@ -36,10 +36,20 @@ SPACES = {
     "FedAvg": {"iic": Space(1e-3, 1.0), "a": Space(1e-2, 1e2), "b": Space(1.0, 1e4)},
     "HyFEM": {"iic": Space(1e-3, 1.0), "a": Space(1e-2, 1e2), "b": Space(1.0, 1e4),
               "mu": Space(1e-3, 10.0)},
+    # not in the paper's comparison; selectable (ADMM needs full participation)
+    "D3CA": {"iic": Space(1e-2, 3.0)},
+    "ADMM": {"rho": Space(1e-2, 1e2)},
 }
 DEFAULTS = {"HyFDCA": {}, "FedAvg": dict(iic=0.1, a=1.0, b=10.0),
-            "HyFEM": dict(iic=0.1, a=1.0, b=10.0, mu=0.5)}
-METHODS = tuple(SPACES)
+            "HyFEM": dict(iic=0.1, a=1.0, b=10.0, mu=0.5), "D3CA": {}, "ADMM": {}}
+METHODS = ("HyFDCA", "FedAvg", "HyFEM")       # the paper's comparison
+ALL_METHODS = tuple(SPACES)
+BASELINES = {"FedAvg": FedAvg, "HyFEM": HyFEMLinear, "D3CA": D3CA, "ADMM": BlockSplittingADMM}
+
+
+def applicable(method, problem):
+    """False where a method cannot run the problem: ADMM needs every client every round."""
+    return method != "ADMM" or problem.participation == "full" or problem.fraction >= 1.0
 
 
 def draw_params(method, rng, lam):
@@ -78,8 +88,7 @@ def run_method(method, problem, params, *, rounds, eval_every=1, costs=None):
         if costs is not None:
             charge_encryption(history, costs)
         return history
-    cls = {"FedAvg": FedAvg, "HyFEM": HyFEMLinear}[method]
-    model = cls(problem.dataset, loss=problem.loss, lam=problem.lam, seed=problem.seed,
+    model = BASELINES[method](problem.dataset, loss=problem.loss, lam=problem.lam, seed=problem.seed,
                 **common, **params)
     return run_baseline(model, max_rounds=rounds, eval_every=eval_every,
                         p_star=problem.p_star, validation=problem.validation)

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from hyfdca.experiments._gra import grey_relational_grades
-from hyfdca.experiments._methods import DEFAULTS, METHODS, draw_params, run_method
+from hyfdca.experiments._methods import ALL_METHODS, DEFAULTS, draw_params, run_method
 from hyfdca.experiments._metrics import LARGER_IS_BETTER, METRIC_NAMES, diverged, \
     selection_metrics
 
@@ -31,7 +31,7 @@ class Tuning:
 def tune(method, problem, *, rounds, max_candidates=8, budget_seconds=None, costs=None,
          eval_every=1, seed=0):
     """Random search for ``method`` on ``problem``; candidate 0 is the method's default."""
-    rng = np.random.default_rng([seed, 7, METHODS.index(method)])
+    rng = np.random.default_rng([seed, 7, ALL_METHODS.index(method)])
     start = time.perf_counter()
     kept, tried, divergent = [], 0, 0
     for i in range(max_candidates):

@@ -118,3 +118,14 @@ def test_the_suite_runs_end_to_end(tmp_path, capsys):
     assert all(r["rounds"] == 6 for r in rows if r["mode"] == "iteration")
     last = capsys.readouterr().out.strip().splitlines()[-1]
     assert last.startswith("headline: hyfdca_wins_iter=") and last.endswith("/8")
+
+
+def test_methods_that_cannot_run_a_setting_are_left_out(problem):
+    comparison = E.compare("partial", problem, ["HyFDCA", "ADMM"], rounds=3, tune_rounds=2,
+                           max_candidates=1)
+    assert list(comparison.by_iteration) == ["HyFDCA"]
+    full = E.Problem(problem.dataset, "hinge", 1e-2, "full", 1.0, problem.p_star,
+                     problem.validation)
+    comparison = E.compare("full", full, ["HyFDCA", "ADMM", "D3CA"], rounds=3,
+                           tune_rounds=2, max_candidates=1)
+    assert set(comparison.by_iteration) == {"HyFDCA", "ADMM", "D3CA"}
