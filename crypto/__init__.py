@@ -1,37 +1,37 @@
 """Encryption for HyFDCA: one interface, several backends.
 
 Clients hold a ``KeyHolder`` (encrypt, decrypt); the server an ``Evaluator`` (add,
-multiply by plaintext integers, select, scatter-add). Depends only on phe, gmpy2, NumPy.
+multiply by plaintext integers, select, scatter-add). Keys are made and handed out by
+``deal_keys`` only. Backends: ``plain`` (counts only), ``paillier`` (phe, the reference),
+``fast-paillier`` (gmpy2: packing, DJN short exponents, CRT, a process pool) and ``mask``
+(ChaCha20 one-time masks over Z_2^64 with a linear MAC). Depends on phe, gmpy2,
+cryptography and NumPy.
 """
 
+from crypto._fast_paillier import fast_paillier_backend
 from crypto._fixed_point import DEFAULT_FRACTIONAL_BITS, FixedPoint
-from crypto._interface import EncryptedVector, Evaluator, KeyHolder, OpCounts
+from crypto._interface import CiphertextError, EncryptedVector, Evaluator, KeyHolder, OpCounts
+from crypto._keys import BACKENDS, DealtKeys, deal_keys, make_backend
+from crypto._mask import mask_backend
 from crypto._paillier import paillier_backend
 from crypto._plain import plain_backend
 from crypto._secure_sum import SecureSum, masked_total
 
-BACKENDS = {"plain": plain_backend, "paillier": paillier_backend}
-
-
-def make_backend(name, **kwargs):
-    """(KeyHolder, Evaluator) of the named backend."""
-    try:
-        factory = BACKENDS[name]
-    except KeyError:
-        raise ValueError(f"unknown crypto backend {name!r}; known: {sorted(BACKENDS)}") from None
-    return factory(**kwargs)
-
-
 __all__ = [
     "BACKENDS",
+    "CiphertextError",
     "DEFAULT_FRACTIONAL_BITS",
+    "DealtKeys",
     "EncryptedVector",
     "Evaluator",
     "FixedPoint",
     "KeyHolder",
     "OpCounts",
     "SecureSum",
+    "deal_keys",
+    "fast_paillier_backend",
     "make_backend",
+    "mask_backend",
     "masked_total",
     "paillier_backend",
     "plain_backend",

@@ -4,13 +4,31 @@ Clients hold a :class:`KeyHolder` (encrypt, decrypt); the server holds an
 :class:`Evaluator` (add, scalar-multiply, select, scatter-add) and never a private key.
 Both share an :class:`OpCounts` so that every operation is accounted.
 
-Values travel as :class:`EncryptedVector`: one ciphertext per value, a scale (fractional
-bits of the fixed-point encoding) and the id of the key it was made under.
+Values travel as :class:`EncryptedVector`: the backend's payload, a scale (fractional
+bits of the fixed-point encoding), the id of the key it was made under, and ``bound``: an
+upper bound on the magnitude of every encoded integer it holds. Fresh ciphertexts get the
+codec's declared range (2^max_bits, never the data's magnitude, which would leak); the
+evaluator grows the bound through every add and multiply and refuses an operation whose
+result could exceed the backend's ``capacity`` (OverflowError) instead of letting it wrap.
 """
 
+import math
 from dataclasses import dataclass, fields
 
 import numpy as np
+
+
+def _positions(index):
+    """Integer positions of an index (integers, or a boolean mask)."""
+    index = np.asarray(index)
+    if index.dtype == bool:
+        return np.flatnonzero(index)
+    return index.astype(np.int64, copy=False)
+
+
+class CiphertextError(ValueError):
+    """A ciphertext failed an integrity check on decryption: tampered or truncated,
+    made under another key, or a packed slot that left its range."""
 
 
 @dataclass
@@ -27,32 +45,43 @@ class OpCounts:
 
 
 class EncryptedVector:
-    """Ciphertexts of a vector of fixed-point values at ``scale_bits`` fractional bits.
+    """Ciphertexts of ``length`` fixed-point values at ``scale_bits`` fractional bits.
 
     ``payload`` is backend-specific (int64 array for the plaintext backend, an object array
-    of ciphertext integers for Paillier); do not read it outside the backend.
+    of ciphertext integers for Paillier, one per value or one per ``slots`` values when
+    packed, a :class:`~crypto._mask.MaskPayload` for masking); do not read it outside the
+    backend. ``bound`` bounds |encoded integer| of every value (see the module docstring).
     """
 
-    __slots__ = ("payload", "scale_bits", "key_id")
+    __slots__ = ("payload", "scale_bits", "key_id", "bound", "slots", "length")
 
-    def __init__(self, payload, scale_bits, key_id):
+    def __init__(self, payload, scale_bits, key_id, bound=0, slots=1, length=None):
         self.payload = payload
         self.scale_bits = int(scale_bits)
         self.key_id = key_id
+        self.bound = int(bound)
+        self.slots = int(slots)
+        self.length = len(payload) if length is None else int(length)
 
     def __len__(self):
-        return len(self.payload)
+        return self.length
 
     def __repr__(self):
-        return f"EncryptedVector({len(self)} values, scale 2^{self.scale_bits}, key {self.key_id})"
+        packed = f", {self.slots} per ciphertext" if self.slots > 1 else ""
+        return (f"EncryptedVector({len(self)} values{packed}, scale 2^{self.scale_bits}, "
+                f"key {self.key_id})")
 
 
 class Evaluator:
     """Server-side operations on ciphertexts under one public key.
 
-    Subclasses implement ``_add(p, q)``, ``_multiply(p, m)`` (m an int64 array or scalar),
-    ``_zeros(n)`` and ``nbytes_per_value``.
+    Subclasses implement ``_add(p, q)``, ``_multiply(p, m)`` (m an int64 array with one
+    entry per payload item), ``_zeros(n)`` and ``nbytes_per_value``, and set ``capacity``:
+    the largest |encoded integer| a ciphertext can hold, or None where decryption detects
+    any overflow exactly by itself (the masking backend).
     """
+
+    capacity = None
 
     def __init__(self, key_id, counts):
         self.key_id = key_id
@@ -66,57 +95,104 @@ class Evaluator:
                 raise ValueError(f"ciphertext made under key {v.key_id}, this evaluator "
                                  f"holds key {self.key_id}")
 
+    def _unpacked(self, operation, *vectors):
+        for v in vectors:
+            if v.slots != 1:
+                raise ValueError(f"cannot {operation} single entries of {v}: packed "
+                                 f"ciphertexts hold {v.slots} values each and cannot be "
+                                 f"sliced homomorphically; use slots=1 for per-index state")
+
+    def _grown(self, bound, what):
+        """``bound`` if it fits the capacity; else refuse (OverflowError), never wrap."""
+        if self.capacity is not None and bound > self.capacity:
+            raise OverflowError(
+                f"fixed-point overflow: {what} could reach |x| = 2^{math.log2(bound):.2f} "
+                f"(encoded integer), beyond the headroom of these ciphertexts "
+                f"(2^{math.log2(self.capacity):.2f}); refused")
+        return bound
+
     def zeros(self, n, scale_bits):
         """Encryptions of n zeros (deterministic, trivial ciphertexts)."""
-        return EncryptedVector(self._zeros(n), scale_bits, self.key_id)
+        return EncryptedVector(self._zeros(n), scale_bits, self.key_id, bound=0)
 
     def add(self, a, b):
-        """Enc(a + b), elementwise; scales must match."""
+        """Enc(a + b), elementwise; scales, lengths and packing must match."""
         self._check(a, b)
-        if a.scale_bits != b.scale_bits or len(a) != len(b):
+        if a.scale_bits != b.scale_bits or len(a) != len(b) or a.slots != b.slots:
             raise ValueError(f"cannot add {a} and {b}: scales or lengths differ")
+        bound = self._grown(a.bound + b.bound, "a sum")
         self.counts.add += len(a)
-        return EncryptedVector(self._add(a.payload, b.payload), a.scale_bits, self.key_id)
+        return EncryptedVector(self._add(a.payload, b.payload), a.scale_bits, self.key_id,
+                               bound, a.slots, len(a))
 
     def multiply(self, a, integers, extra_bits):
-        """Enc(a * m), m integers standing for m / 2^extra_bits (scale grows by it)."""
+        """Enc(a * m), m integers standing for m / 2^extra_bits (scale grows by it).
+
+        Packed vectors take one multiplier for every value (a slot cannot be scaled alone).
+        """
         self._check(a)
-        self.counts.multiply += len(a)
         m = np.broadcast_to(np.asarray(integers, dtype=np.int64), (len(a),))
+        largest = max(int(m.max()), -int(m.min())) if len(a) else 0
+        bound = self._grown(a.bound * largest, "a product")
+        if a.slots != 1:
+            if len(a) and np.any(m != m[0]):
+                raise ValueError(f"{a} is packed: it can only be multiplied by one integer "
+                                 f"for all its values")
+            m = np.full(len(a.payload), m[0] if len(a) else 0, dtype=np.int64)
+        self.counts.multiply += len(a)
         return EncryptedVector(self._multiply(a.payload, m), a.scale_bits + extra_bits,
-                               self.key_id)
+                               self.key_id, bound, a.slots, len(a))
 
     def take(self, a, index):
         """The entries ``index`` of a (no homomorphic operation)."""
         self._check(a)
-        return EncryptedVector(a.payload[np.asarray(index)], a.scale_bits, self.key_id)
+        self._unpacked("take", a)
+        index = _positions(index)
+        return EncryptedVector(a.payload[index], a.scale_bits, self.key_id, a.bound)
 
     def add_at(self, target, index, values):
         """target[index] += values, in place (index without repeats)."""
         self._check(target, values)
+        self._unpacked("add into", target, values)
         if target.scale_bits != values.scale_bits:
             raise ValueError(f"cannot add {values} into {target}: scales differ")
-        index = np.asarray(index)
+        index = _positions(index)
+        if index.size != len(values):
+            raise ValueError(f"cannot add {values} into {index.size} entries")
+        target.bound = self._grown(target.bound + values.bound, "a sum")
         self.counts.add += index.size
         target.payload[index] = self._add(target.payload[index], values.payload)
 
     def put(self, target, index, values):
         """target[index] = values, in place (replaces ciphertexts; no homomorphic op)."""
         self._check(target, values)
+        self._unpacked("store into", target, values)
         if target.scale_bits != values.scale_bits:
             raise ValueError(f"cannot store {values} into {target}: scales differ")
-        target.payload[np.asarray(index)] = values.payload
+        index = _positions(index)
+        target.payload[index] = values.payload
+        target.bound = max(target.bound, values.bound)
+
+    def stale(self, vector, index):
+        """Which entries ``index`` of a stored vector a key holder should refresh (see
+        ``KeyHolder.refresh``): none, except where ciphertexts grow with the operations
+        folded into them (decided from public metadata only)."""
+        return np.zeros(np.size(index), dtype=bool)
 
     def nbytes(self, vector):
         """Bytes of ``vector`` on the wire."""
-        return len(vector) * self.nbytes_per_value
+        return len(vector.payload) * self.nbytes_per_value
 
 
 class KeyHolder:
-    """Client-side encryption and decryption under one key pair.
+    """Client-side encryption and decryption under one key.
 
-    Subclasses implement ``_encrypt(int64 array)`` and ``_decrypt(payload) -> ints``.
+    Subclasses implement ``_encrypt(int64 array) -> payload`` and
+    ``_decrypt(vector) -> integers`` (int64, float64 or object array of ints), checking
+    the payload's integrity where the scheme allows.
     """
+
+    slots = 1
 
     def __init__(self, codec, evaluator):
         self.codec = codec
@@ -128,14 +204,41 @@ class KeyHolder:
         return self.evaluator.key_id
 
     def encrypt(self, values):
-        """Enc(values) at the codec's fractional bits."""
-        ints = self.codec.encode(values)
+        """Enc(values) at the codec's fractional bits (OverflowError if out of range)."""
+        ints = self.codec.encode(values).ravel()
         self.counts.encrypt += ints.size
-        return EncryptedVector(self._encrypt(ints), self.codec.frac_bits, self.key_id)
+        return EncryptedVector(self._encrypt(ints), self.codec.frac_bits, self.key_id,
+                               bound=1 << self.codec.max_bits, slots=self.slots,
+                               length=ints.size)
 
     def decrypt(self, vector):
         """The real values of ``vector``."""
         self.evaluator._check(vector)
         self.counts.decrypt += len(vector)
         extra = vector.scale_bits - self.codec.frac_bits
-        return self.codec.decode(self._decrypt(vector.payload), extra_bits=extra)
+        return self.codec.decode(self._decrypt(vector), extra_bits=extra)
+
+    def wants_refresh(self, vector):
+        """Whether ``vector`` should be replaced by a fresh encryption (see ``refresh``):
+        never, except where ciphertexts grow with the operations folded into them."""
+        return False
+
+    def refresh(self, vector):
+        """(real values, a fresh encryption of the same integers, scale and bound).
+
+        A client that has just decrypted a value the server stores can send this back for
+        the server to ``put`` in place of the old ciphertext (the masking backend's recipes
+        then stay short). The bound is the old one: it says nothing about the value.
+        """
+        self.evaluator._check(vector)
+        self.counts.decrypt += len(vector)
+        self.counts.encrypt += len(vector)
+        ints = np.asarray(self._decrypt(vector))
+        if ints.dtype == object or ints.dtype.kind == "f":
+            if ints.size and max(abs(int(v)) for v in ints) >= 2**63:
+                raise OverflowError("cannot refresh values beyond 64-bit integers")
+            ints = np.array([int(v) for v in ints], dtype=np.int64)
+        fresh = EncryptedVector(self._encrypt(ints.astype(np.int64)), vector.scale_bits,
+                                self.key_id, vector.bound, self.slots, ints.size)
+        extra = vector.scale_bits - self.codec.frac_bits
+        return self.codec.decode(ints, extra_bits=extra), fresh

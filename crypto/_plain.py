@@ -33,12 +33,12 @@ class PlainKeyHolder(KeyHolder):
     def _encrypt(self, ints):
         return ints.copy()
 
-    def _decrypt(self, payload):
-        return payload
+    def _decrypt(self, vector):
+        return vector.payload
 
 
-def plain_backend(frac_bits=32):
+def plain_backend(frac_bits=32, codec=None):
     """(KeyHolder for clients, Evaluator for the server) that encrypt nothing."""
-    codec = FixedPoint(frac_bits)
+    codec = FixedPoint(frac_bits) if codec is None else codec
     evaluator = PlainEvaluator(f"plain-{next(_ids)}", OpCounts(), codec)
     return PlainKeyHolder(codec, evaluator), evaluator

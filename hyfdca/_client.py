@@ -55,12 +55,23 @@ class Client:
         self.drawn = np.zeros(0, dtype=np.int64)
         self.compute_seconds = 0.0
         self._eval_alpha = self.alpha
+        self._refresh = None
 
     # --- step 1-2: dual sync and primal contribution ---------------------------------
 
     def _apply_sync(self, sync):
         if sync.positions.size:
-            self.alpha[sync.positions] = self.keys.decrypt(sync.alpha)
+            if self.keys.wants_refresh(sync.alpha):
+                values, fresh = self.keys.refresh(sync.alpha)
+                self.alpha[sync.positions] = values
+                self._refresh = msg.DualRefresh(sync.positions, fresh)
+            else:
+                self.alpha[sync.positions] = self.keys.decrypt(sync.alpha)
+
+    def take_refresh(self):
+        """The DualRefresh made by the last dual sync, if the backend asked for one."""
+        refresh, self._refresh = self._refresh, None
+        return refresh
 
     def _primal(self):
         return self.X.T @ self.alpha / self.settings.lam_n

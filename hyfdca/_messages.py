@@ -20,6 +20,16 @@ class DualSync:
 
 
 @dataclass(frozen=True)
+class DualRefresh:
+    """Client -> server, with its reply to a dual sync: fresh Enc(alpha_i) of synced
+    samples (positions) to store in place of the old ciphertexts (masking backend: keeps
+    the stored ciphertexts short)."""
+
+    positions: np.ndarray
+    alpha: EncryptedVector
+
+
+@dataclass(frozen=True)
 class RoundStart:
     """Server -> client: the dual sync, and which of its samples may be drawn this round."""
 

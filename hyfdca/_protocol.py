@@ -21,7 +21,7 @@ import time
 
 import numpy as np
 
-from crypto import SecureSum, make_backend, masked_total
+from crypto import deal_keys, masked_total
 from hyfdca import _messages as msg
 from hyfdca._channel import Channel
 from hyfdca._client import Client
@@ -39,7 +39,8 @@ class HyFDCARun:
     dataset : FederatedDataset
     settings : HyFDCASettings
     crypto : str
-        Backend name ("plain", "paillier").
+        Backend name ("plain", "paillier", "fast-paillier", "mask"); fast-paillier
+        runs with one value per ciphertext (the server's per-index operations).
     crypto_options : dict
         Passed to the backend factory (e.g. ``n_length``, ``insecure``).
     frac_bits : int
@@ -55,9 +56,10 @@ class HyFDCARun:
         self.dataset = dataset
         self.settings = settings.bind(dataset)
         self.seed = int(seed)
-        keys, evaluator = make_backend(crypto, frac_bits=frac_bits, **(crypto_options or {}))
+        # key dealing at set-up: the clients get keys and masker, the server the evaluator
+        keys, evaluator, masker = deal_keys(crypto, frac_bits=frac_bits,
+                                            **(crypto_options or {}))
         self.counts = evaluator.counts
-        masker = SecureSum(frac_bits=frac_bits)
         self.frac_bits = frac_bits
         self.channel = Channel(evaluator, record=record)
         self.server = Server(dataset, evaluator, self.settings, frac_bits)
@@ -111,6 +113,7 @@ class HyFDCARun:
             for k in avail:
                 m = ch.down(k, server.round_start(k, eligible[k]))
                 server.receive_primal(k, ch.up(k, clients[k].start_round(m)))
+                self._refresh(k)
             server.w = server.aggregate_primal()
 
         server.start_inner_products(avail)
@@ -119,6 +122,7 @@ class HyFDCARun:
             for k in avail:
                 m = ch.down(k, server.weights_message(k, with_sync=not phase_a))
                 server.receive_parts(k, ch.up(k, clients[k].inner_product_parts(m)))
+                self._refresh(k)
             server.sum_parts()
 
         ch.round_trip("local dual method")
@@ -127,6 +131,7 @@ class HyFDCARun:
         for k in avail:
             m = ch.down(k, server.margins_message(k, with_weights=self.local_margins))
             server.receive_dual_update(k, ch.up(k, clients[k].local_update(m)))
+            self._refresh(k)
             compute = max(compute, clients[k].compute_seconds)
 
         ch.round_trip("primal aggregation")
@@ -154,6 +159,13 @@ class HyFDCARun:
                     bytes_up=traffic.bytes_up, bytes_down=traffic.bytes_down,
                     compute_seconds=compute,
                     **{f: after[f] - before[f] for f in CRYPTO_FIELDS})
+
+    def _refresh(self, k):
+        """Carry a client's refreshed Enc(alpha) (if its backend asked for one) up with
+        its reply: same round trip, counted bytes."""
+        refresh = self.clients[k].take_refresh()
+        if refresh is not None:
+            self.server.receive_refresh(k, self.channel.up(k, refresh))
 
     # --- certificate --------------------------------------------------------------------
 

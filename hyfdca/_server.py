@@ -38,10 +38,17 @@ class Server:
         """Enc(alpha_i) for client k's samples that changed since it last synced; with
         ``commit=False`` (the certificate) the client's sync state is left as it was."""
         I = self.sample_ids[k]
-        positions = np.flatnonzero(self.changed_at[I] > self.synced_at[k])
-        if commit:
+        due = self.changed_at[I] > self.synced_at[k]
+        if commit:  # and stored ciphertexts the backend wants refreshed (public metadata)
+            due |= self.evaluator.stale(self.enc_alpha, I)
             self.synced_at[k] = self.version
+        positions = np.flatnonzero(due)
         return msg.DualSync(positions, self.evaluator.take(self.enc_alpha, I[positions]))
+
+    def receive_refresh(self, k, refresh):
+        """Store a client's fresh Enc(alpha_i) in place of the ciphertexts it just synced
+        (same phase: alpha has not changed since)."""
+        self.evaluator.put(self.enc_alpha, self.sample_ids[k][refresh.positions], refresh.alpha)
 
     def round_start(self, k, eligible):
         return msg.RoundStart(self.dual_sync(k), eligible)

@@ -5,19 +5,39 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from crypto import FixedPoint, SecureSum, make_backend, masked_total
+from crypto import (CiphertextError, DealtKeys, FixedPoint, KeyHolder, SecureSum, deal_keys,
+                    make_backend, masked_total)
+
+SMALL = dict(n_length=512, insecure=True)  # test keys only
+OPTIONS = {
+    "plain": ("plain", {}),
+    "paillier": ("paillier", SMALL),
+    "fast-paillier": ("fast-paillier", SMALL),
+    "fast-paillier-packed": ("fast-paillier", dict(SMALL, slots="auto")),
+    "mask": ("mask", {}),
+}
+UNPACKED = ["plain", "paillier", "fast-paillier", "mask"]
 
 
-@pytest.fixture(scope="module", params=["plain", "paillier"])
+def _deal(label, **extra):
+    name, options = OPTIONS[label]
+    return make_backend(name, **options, **extra)
+
+
+@pytest.fixture(scope="module", params=list(OPTIONS))
 def backend(request):
-    options = dict(n_length=512, insecure=True) if request.param == "paillier" else {}
-    return make_backend(request.param, **options)
+    return _deal(request.param)
+
+
+@pytest.fixture(scope="module", params=UNPACKED)
+def unpacked(request):
+    return _deal(request.param)
 
 
 values = st.lists(st.floats(-1e3, 1e3, allow_nan=False), min_size=1, max_size=6)
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=20, deadline=None)
 @given(a=values, m=st.integers(-2**16, 2**16))
 def test_homomorphic_add_and_scalar_multiply(backend, a, m):
     keys, ev = backend
@@ -29,23 +49,52 @@ def test_homomorphic_add_and_scalar_multiply(backend, a, m):
                                atol=2**-30 * abs(m) / 2**16 + 1e-12)
 
 
-def test_take_put_add_at_and_counts(backend):
-    keys, ev = backend
+def test_packing_fills_the_modulus_and_survives_long_vectors():
+    keys, ev = _deal("fast-paillier-packed")
+    assert keys.slots == (512 - 2) // (62 + 16 + 2)
+    x = np.linspace(-5.0, 5.0, 3 * keys.slots + 2)  # a partial last ciphertext
+    ex = keys.encrypt(x)
+    assert len(ex) == x.size and len(ex.payload) == 4
+    total = ev.add(ev.add(ex, ex), ev.multiply(ex, -3, 0))
+    np.testing.assert_allclose(keys.decrypt(total), -x, atol=2**-31)
+    assert ev.nbytes(ex) == 4 * 128
+
+
+def test_take_put_add_at_and_counts(unpacked):
+    keys, ev = unpacked
     before = ev.counts.as_dict()
     target = ev.zeros(4, keys.codec.frac_bits)
     ev.add_at(target, [1, 3], keys.encrypt([2.0, -3.0]))
     ev.put(target, [0], keys.encrypt([7.5]))
-    np.testing.assert_array_equal(keys.decrypt(target), [7.5, 2.0, 0.0, -3.0])
-    np.testing.assert_array_equal(keys.decrypt(ev.take(target, [3, 1])), [-3.0, 2.0])
+    ev.add_at(target, [3, 0], ev.take(target, [1, 1]))
+    np.testing.assert_array_equal(keys.decrypt(target), [9.5, 2.0, 0.0, -1.0])
+    np.testing.assert_array_equal(keys.decrypt(ev.take(target, [3, 1])), [-1.0, 2.0])
     after = ev.counts.as_dict()
-    assert after["encrypt"] - before["encrypt"] == 3 and after["add"] - before["add"] == 2
+    assert after["encrypt"] - before["encrypt"] == 3 and after["add"] - before["add"] == 4
 
 
-def test_key_mismatch_type_and_scale_errors():
-    keys_a, ev_a = make_backend("plain")
-    keys_b, _ = make_backend("plain")
+def test_packed_vectors_refuse_per_index_operations():
+    keys, ev = _deal("fast-paillier-packed")
+    x = keys.encrypt([1.0, 2.0, 3.0])
+    with pytest.raises(ValueError, match="packed ciphertexts .* cannot be sliced"):
+        ev.take(x, [0])
+    with pytest.raises(ValueError, match="packed ciphertexts"):
+        ev.add_at(x, [0, 1, 2], x)
+    with pytest.raises(ValueError, match="packed ciphertexts"):
+        ev.put(x, [0, 1, 2], x)
+    with pytest.raises(ValueError, match="multiplied by one integer"):
+        ev.multiply(x, [1, 2, 3], 0)
+    unpacked_keys, unpacked_ev = _deal("fast-paillier")
+    with pytest.raises(ValueError, match="made under key"):
+        ev.add(x, unpacked_keys.encrypt([1.0, 2.0, 3.0]))
+
+
+@pytest.mark.parametrize("label", UNPACKED)
+def test_key_mismatch_type_and_scale_errors(label):
+    keys_a, ev_a = _deal(label)
+    keys_b, _ = _deal(label)
     x = keys_b.encrypt([1.0])
-    with pytest.raises(ValueError, match="made under key plain-"):
+    with pytest.raises(ValueError, match="made under key"):
         ev_a.add(keys_a.encrypt([1.0]), x)
     with pytest.raises(ValueError, match="made under key"):
         keys_a.decrypt(x)
@@ -67,6 +116,185 @@ def test_fixed_point_overflow_is_an_error_never_a_wrap():
         codec.encode([np.nan])
 
 
+def test_packed_slots_refuse_sums_and_products_beyond_their_headroom():
+    keys, ev = make_backend("fast-paillier", slots="auto", headroom_bits=2, **SMALL)
+    top = 2.0**29  # near the codec's 62-bit range at 32 fractional bits
+    x = keys.encrypt([top, -top, 1.0])
+    total = x
+    for _ in range(3):  # 4 x 2^61 < 2^(62 + 2): still exact, no carry into a neighbour
+        total = ev.add(total, x)
+    np.testing.assert_array_equal(keys.decrypt(total), [4 * top, -4 * top, 4.0])
+    headroom = r"2\^64.32 .*beyond the headroom .*\(2\^64.00\); refused"
+    with pytest.raises(OverflowError, match=headroom):
+        ev.add(total, x)
+    with pytest.raises(OverflowError, match="fixed-point overflow.*refused"):
+        ev.multiply(x, 5, 0)
+    np.testing.assert_array_equal(keys.decrypt(ev.multiply(x, -4, 0)), [-4 * top, 4 * top, -4])
+
+
+def test_unpacked_paillier_refuses_results_beyond_the_plaintext_space():
+    keys, ev = _deal("fast-paillier")
+    x = keys.encrypt([1.0])
+    with pytest.raises(OverflowError, match="refused"):
+        for _ in range(10):
+            x = ev.multiply(x, 2**62, 0)
+
+
+def test_mask_detects_a_wrapped_64_bit_lane_exactly():
+    keys, ev = _deal("mask")
+    x = keys.encrypt([2.0**29, 1.0])  # 2^61 encoded
+    total = ev.add(ev.add(x, x), ev.add(x, x))  # 2^63: wraps the signed 64-bit lane
+    with pytest.raises(OverflowError, match="wrapped 1 time"):
+        keys.decrypt(total)
+    np.testing.assert_array_equal(keys.decrypt(ev.add(x, x)), [2.0**30, 2.0])
+
+
+def _tampered(vector, payload):
+    out = type(vector)(payload, vector.scale_bits, vector.key_id, vector.bound, vector.slots,
+                       len(vector))
+    return out
+
+
+@pytest.mark.parametrize("label", ["paillier", "fast-paillier", "fast-paillier-packed"])
+def test_paillier_tampered_truncated_and_foreign_ciphertexts_are_errors(label):
+    keys, ev = _deal(label)
+    other_keys, _ = _deal(label)
+    x = keys.encrypt([1.5, -2.0, 3.25])
+    n = int(ev._n)
+    for bad in (0, n, n * n + 1, -5):
+        payload = x.payload.copy()
+        payload[0] = bad
+        with pytest.raises(CiphertextError, match="not an element of Z"):
+            keys.decrypt(_tampered(x, payload))
+    payload = x.payload.copy()
+    # Paillier is malleable: Enc(m) (n+1)^e is a valid Enc(m + e). A shift within the
+    # vector's tracked range cannot be told from a genuine value; a large one (what a random
+    # tampering gives with overwhelming probability) decrypts out of range and is caught
+    payload[0] = payload[0] * pow(n + 1, 2**70, n * n) % (n * n)
+    with pytest.raises(CiphertextError, match="tampered"):
+        keys.decrypt(_tampered(x, payload))
+    payload = x.payload.copy()
+    payload[-1] = payload[-1] + 1 if (payload[-1] + 1) % n else payload[-1] + 2
+    with pytest.raises(CiphertextError, match="tampered"):
+        keys.decrypt(_tampered(x, payload))
+    with pytest.raises(CiphertextError, match="truncated"):
+        keys.decrypt(_tampered(x, x.payload[:0] if x.slots > 1 else x.payload[:2]))
+    foreign = other_keys.encrypt([1.5, -2.0, 3.25])
+    foreign.key_id = keys.key_id  # a forged key id: decrypts to garbage, caught
+    with pytest.raises(CiphertextError, match="another key"):
+        keys.decrypt(foreign)
+
+
+def test_mask_tampering_truncation_and_foreign_keys_are_errors():
+    keys, ev = _deal("mask")
+    other_keys, _ = _deal("mask")
+    x = ev.add(keys.encrypt([1.5, -2.0, 3.25]), keys.encrypt([1.0, 1.0, 1.0]))
+    np.testing.assert_array_equal(keys.decrypt(x), [2.5, -1.0, 4.25])
+
+    def changed(field, edit):
+        p = x.payload[np.arange(3)]
+        setattr(p, field, edit(getattr(p, field).copy()))
+        return _tampered(x, p)
+
+    def plus_one(a):
+        a.flat[0] += np.uint64(1)
+        return a
+
+    for field in ("value", "tags", "coef", "pos", "nonce"):
+        with pytest.raises(CiphertextError, match="failed authentication"):
+            keys.decrypt(changed(field, plus_one))
+    with pytest.raises(CiphertextError, match="truncated or malformed"):
+        keys.decrypt(_tampered(x, x.payload[np.arange(2)]))
+    with pytest.raises(CiphertextError, match="truncated or malformed"):
+        keys.decrypt(changed("indptr", lambda a: a[:-1]))
+    foreign = other_keys.encrypt([2.5, -1.0, 4.25])
+    foreign.key_id = keys.key_id
+    with pytest.raises(CiphertextError, match="made under another key"):
+        keys.decrypt(foreign)
+
+
+def test_mask_ciphertexts_are_fresh_and_hide_the_encoding():
+    keys, ev = _deal("mask")
+    a, b = keys.encrypt([1.0, 1.0]), keys.encrypt([1.0, 1.0])
+    encoded = np.uint64(1 << 32)
+    assert not np.any(a.payload.value == encoded)
+    assert a.payload.value[0] != a.payload.value[1] and a.payload.value[0] != b.payload.value[0]
+    assert ev.nbytes(a) == 2 * 20 + 12  # fresh: the nonce implies the recipe
+    assert ev.nbytes(ev.add(a, b)) > ev.nbytes(a)
+
+
+def test_fast_paillier_encryptions_are_randomised_and_the_pool_agrees():
+    keys, ev = make_backend("fast-paillier", n_jobs=2, pool_threshold=4, **SMALL)
+    try:
+        x = np.arange(-6.0, 6.0, 0.75)
+        a, b = keys.encrypt(x), keys.encrypt(x)
+        assert keys._pool is not None  # the vectors went through the process pool
+        assert all(c != d for c, d in zip(a.payload, b.payload))
+        np.testing.assert_array_equal(keys.decrypt(ev.add(a, b)), 2 * x)
+    finally:
+        keys.close()
+
+
+def test_key_dealing_gives_the_server_no_secret(backend):
+    import pickle
+
+    keys, ev = backend
+    assert not isinstance(ev, KeyHolder)
+    blob = pickle.dumps(ev)
+    for secret in _secrets_of(keys):
+        assert secret not in blob
+    held = _attributes(ev)
+    assert not any(type(o).__name__ in {"PaillierPrivateKey", "_PrivateContext", "SecureSum",
+                                        "MaskKeyHolder"} for o in held)
+
+
+def _secrets_of(keys):
+    """Byte strings of the holder's private material, as a pickle would carry them."""
+    out = []
+    if hasattr(keys, "_private_key"):
+        out += [keys._private_key.p, keys._private_key.q]
+    if hasattr(keys, "_private"):
+        out += [int(keys._private.p), int(keys._private.q)]
+    out = [v.to_bytes((v.bit_length() + 7) // 8, "little") for v in map(int, out)]
+    if hasattr(keys, "_stream_key"):
+        out += [keys._stream_key, keys._mac.tobytes()]
+    return out
+
+
+def _attributes(obj, depth=5, seen=None):
+    seen = set() if seen is None else seen
+    if id(obj) in seen or depth == 0:
+        return []
+    seen.add(id(obj))
+    found = [obj]
+    children = list(vars(obj).values()) if hasattr(obj, "__dict__") else []
+    children += [getattr(obj, s) for s in getattr(type(obj), "__slots__", ()) if hasattr(obj, s)]
+    if isinstance(obj, (list, tuple)):
+        children = list(obj)
+    if isinstance(obj, dict):
+        children = list(obj.values())
+    for child in children:
+        found += _attributes(child, depth - 1, seen)
+    return found
+
+
+def test_deal_keys_hands_out_keys_masker_and_evaluator():
+    dealt = deal_keys("mask", frac_bits=20)
+    assert isinstance(dealt, DealtKeys) and isinstance(dealt.masker, SecureSum)
+    assert dealt.keys.codec.frac_bits == 20 and dealt.masker.frac_bits == 20
+    assert dealt.keys.evaluator is dealt.evaluator
+    with pytest.raises(ValueError, match="unknown crypto backend 'rot13'"):
+        deal_keys("rot13")
+
+
+@pytest.mark.parametrize("name", ["paillier", "fast-paillier"])
+def test_short_keys_are_refused_unless_insecure(name):
+    with pytest.raises(ValueError, match="under 2048 bits are insecure"):
+        make_backend(name, n_length=1024)
+    with pytest.raises(ValueError, match="slots"):
+        make_backend("fast-paillier", n_length=512, insecure=True, slots=99)
+
+
 def test_secure_sum_is_exact_and_masks_each_share():
     masker = SecureSum(degree=2)
     clients = [0, 2, 5, 7, 9]
@@ -81,15 +309,73 @@ def test_secure_sum_is_exact_and_masks_each_share():
         masker.mask([1.0], 4, clients, "t")
 
 
-def test_default_2048_bit_paillier_round_trip():
-    from crypto import paillier_backend
+def test_default_2048_bit_fast_paillier_packed_round_trip():
+    keys, ev = make_backend("fast-paillier", slots="auto")
+    assert keys.slots == 2046 // 80 and ev.nbytes_per_value == 512
+    x = keys.encrypt([0.5, -1234.25] * 20)
+    np.testing.assert_array_equal(keys.decrypt(ev.add(x, x)), [1.0, -2468.5] * 20)
+    assert len(x.payload) == 2
 
-    keys, ev = paillier_backend()
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name,n_length", [("paillier", 2048), ("paillier", 3072),
+                                           ("fast-paillier", 3072)])
+def test_full_size_keys_round_trip(name, n_length):
+    keys, ev = make_backend(name, n_length=n_length)
     x = keys.encrypt([0.5, -1234.25])
     np.testing.assert_array_equal(keys.decrypt(ev.add(x, x)), [1.0, -2468.5])
-    assert ev.nbytes_per_value == 512
+    assert ev.nbytes_per_value == n_length // 4
 
 
 def test_fixed_point_refuses_more_than_int64():
     with pytest.raises(ValueError, match="max_bits <= 62"):
         FixedPoint(32, max_bits=2046)
+
+
+def test_refresh_reencrypts_the_same_integers(unpacked):
+    keys, ev = unpacked
+    x = ev.multiply(ev.add(keys.encrypt([1.25, -3.5]), keys.encrypt([0.5, 0.5])), 3, 4)
+    values, fresh = keys.refresh(x)
+    np.testing.assert_array_equal(values, [1.75 * 3 / 16, -3.0 * 3 / 16])
+    assert (fresh.scale_bits, fresh.bound, len(fresh)) == (x.scale_bits, x.bound, 2)
+    np.testing.assert_array_equal(keys.decrypt(fresh), values)
+
+
+def test_mask_recipes_grow_until_refreshed():
+    keys, ev = make_backend("mask", refresh_atoms=3)
+    stored = ev.zeros(3, 32)
+    for _ in range(4):
+        ev.add_at(stored, [0, 2], keys.encrypt([1.0, 2.0]))
+    np.testing.assert_array_equal(ev.stale(stored, [0, 1, 2]), [True, False, True])
+    assert keys.wants_refresh(ev.take(stored, [0])) and not keys.wants_refresh(
+        ev.take(stored, [1]))
+    values, fresh = keys.refresh(ev.take(stored, [0, 2]))
+    ev.put(stored, [0, 2], fresh)
+    assert not ev.stale(stored, [0, 1, 2]).any()
+    np.testing.assert_array_equal(keys.decrypt(stored), [4.0, 0.0, 8.0])
+
+
+def test_packed_decryption_catches_a_slot_overflow_that_bypassed_the_evaluator():
+    keys, ev = _deal("fast-paillier-packed")
+    x = keys.encrypt([2.0**29, -1.0, 3.0])
+    nsq = ev._nsq
+    payload = x.payload.copy()
+    payload[0] = pow(payload[0], 2**10, nsq)  # every slot x 2^10, untracked: 2^71 > bound
+    with pytest.raises(CiphertextError, match="or a packed slot overflowed"):
+        keys.decrypt(_tampered(x, payload))
+    # a product that shifts a slot wholly into its neighbour (x 2^20 with 80-bit slots)
+    # leaves well-formed digits: undetectable on decryption, hence the evaluator's refusal
+    payload[0] = pow(x.payload[0], 2**20, nsq)
+    assert keys.decrypt(_tampered(x, payload))[0] == 0.0
+    with pytest.raises(OverflowError, match="refused"):
+        ev.multiply(x, 2**20, 0)
+
+
+def test_mask_mac_moduli_are_primes_whose_pairs_exceed_2_63():
+    import gmpy2
+
+    from crypto._mask import PRIMES
+
+    primes = [int(p) for p in PRIMES]
+    assert all(gmpy2.is_prime(p) and p < 2**32 for p in primes)
+    assert min(a * b for a in primes for b in primes if a != b) > 2**63

@@ -7,11 +7,15 @@ import numpy as np
 import pytest
 
 from crypto import EncryptedVector, KeyHolder, SecureSum
+from crypto._mask import MaskPayload
 from hyfdca import partition as P
 from hyfdca._protocol import run_hyfdca
 from hyfdca._settings import HyFDCASettings
 
 LAM = 0.05
+ENCRYPTED = ["paillier", "fast-paillier", "mask"]
+SMALL_KEYS = {"paillier": dict(n_length=512, insecure=True),  # test keys only
+              "fast-paillier": dict(n_length=512, insecure=True)}
 
 
 def _run(cancer, crypto, monkeypatch):
@@ -36,9 +40,8 @@ def _run(cancer, crypto, monkeypatch):
     settings = HyFDCASettings.from_variant("line-search", lam=LAM, H=12,
                                            participation="fraction", fraction=0.75,
                                            second_inner_product=True)
-    options = dict(n_length=512, insecure=True) if crypto == "paillier" else {}
     run, _ = run_hyfdca(fed, settings, max_rounds=3, eval_every=3, crypto=crypto,
-                        crypto_options=options, record=True, seed=2)
+                        crypto_options=SMALL_KEYS.get(crypto, {}), record=True, seed=2)
     return run, np.concatenate(seen)
 
 
@@ -53,7 +56,7 @@ def _plaintext_leaks(run, secrets):
             if hasattr(value, "__dataclass_fields__"):
                 visit(phase, value)
             elif isinstance(value, EncryptedVector):
-                payload = np.array([float(v) for v in value.payload])
+                payload = _payload_numbers(value.payload)
                 decoded = np.ldexp(payload, -value.scale_bits)
                 if np.any(np.isclose(decoded[:, None], secrets[None, :], atol=1e-9).any(axis=1)):
                     leaks.append((phase, type(message).__name__, f.name))
@@ -67,8 +70,19 @@ def _plaintext_leaks(run, secrets):
     return leaks
 
 
-def test_server_receives_no_plaintext_duals_or_inner_products(cancer, monkeypatch):
-    run, secrets = _run(cancer, "paillier", monkeypatch)
+def _payload_numbers(payload):
+    """What the server reads in a payload, as numbers: the ciphertext integers, or the
+    masked value lane (signed) of the masking backend. (Its MAC tags, a m + k mod p with
+    p < 2^32, decode to [0, 2^-32 p): read as fixed-point they would match some secret by
+    chance at this tolerance, and they carry the value only under the one-time key k.)"""
+    if isinstance(payload, MaskPayload):
+        return payload.value.view(np.int64).astype(float)
+    return np.array([float(v) for v in payload])
+
+
+@pytest.mark.parametrize("crypto", ENCRYPTED)
+def test_server_receives_no_plaintext_duals_or_inner_products(cancer, monkeypatch, crypto):
+    run, secrets = _run(cancer, crypto, monkeypatch)
     assert len(run.channel.server_inbox) > 0 and secrets.size > 100
     assert _plaintext_leaks(run, secrets) == []
 
@@ -96,29 +110,96 @@ def _reachable(obj, depth=4, seen=None):
     return found
 
 
-def test_server_holds_no_private_key_and_no_mask_key(cancer, monkeypatch):
+@pytest.mark.parametrize("crypto", ENCRYPTED)
+def test_server_holds_no_private_key_and_no_mask_key(cancer, monkeypatch, crypto):
+    import pickle
+
     from phe.paillier import PaillierPrivateKey
 
-    run, _ = _run(cancer, "paillier", monkeypatch)
+    from crypto._fast_paillier import _PrivateContext
+
+    secret_types = (PaillierPrivateKey, _PrivateContext, KeyHolder, SecureSum)
+    run, _ = _run(cancer, crypto, monkeypatch)
     held = _reachable(run.server)
-    assert not any(isinstance(o, (PaillierPrivateKey, KeyHolder, SecureSum)) for o in held)
-    assert any(isinstance(o, PaillierPrivateKey) for o in _reachable(run.clients[0]))
+    assert not any(isinstance(o, secret_types) for o in held)
+    client = _reachable(run.clients[0])
+    assert any(isinstance(o, KeyHolder) for o in client)
+    assert any(isinstance(o, SecureSum) for o in client)
+    # the whole server state, serialised, carries no byte string of a secret
+    blob = pickle.dumps(run.server)
+    keys, masker = run.clients[0].keys, run.clients[0].masker
+    secrets = [masker._key]
+    if crypto == "paillier":
+        secrets += [_le(keys._private_key.p), _le(keys._private_key.q)]
+    elif crypto == "fast-paillier":
+        secrets += [_le(keys._private.p), _le(keys._private.q)]
+    else:
+        secrets += [keys._stream_key, keys._mac.tobytes()]
+    assert all(len(secret) >= 16 and secret not in blob for secret in secrets)
 
 
-def test_paillier_iterates_match_the_plaintext_run(cancer):
+def _le(value):
+    value = int(value)
+    return value.to_bytes((value.bit_length() + 7) // 8, "little")
+
+
+@pytest.mark.parametrize("crypto", ENCRYPTED)
+@pytest.mark.parametrize("variant", ["auto", "line-search"])
+def test_encrypted_iterates_match_the_plaintext_run(cancer, crypto, variant):
+    """w (server) and alpha (clients) of an encrypted run equal the plaintext run's to the
+    fixed-point precision (here exactly: every backend carries the same integers)."""
     X, y = cancer
     fed = P.hybrid_grid(X[:60], y[:60], 2, 2)
-    settings = HyFDCASettings.from_variant("auto", lam=LAM, H=15)
-    w = {}
-    for crypto, options in (("plain", {}), ("paillier", dict(n_length=512, insecure=True))):
-        run, _ = run_hyfdca(fed, settings, max_rounds=3, eval_every=3, crypto=crypto,
-                            crypto_options=options, seed=1, frac_bits=32)
-        w[crypto] = run.server.w
-    np.testing.assert_allclose(w["paillier"], w["plain"], atol=2.0**-30)
+    options = dict(H=15) if variant == "auto" else dict(
+        H=12, participation="fraction", fraction=0.75, second_inner_product=True)
+    settings = HyFDCASettings.from_variant(variant, lam=LAM, **options)
+    w, alpha = {}, {}
+    for backend in ("plain", crypto):
+        run, _ = run_hyfdca(fed, settings, max_rounds=3, eval_every=3, crypto=backend,
+                            crypto_options=SMALL_KEYS.get(backend, {}), seed=1, frac_bits=32)
+        w[backend] = run.server.w
+        alpha[backend] = np.concatenate([c.alpha for c in run.clients])
+    assert np.any(alpha["plain"] != 0) and np.any(w["plain"] != 0)
+    np.testing.assert_allclose(w[crypto], w["plain"], atol=2.0**-30)
+    np.testing.assert_allclose(alpha[crypto], alpha["plain"], atol=2.0**-30)
 
 
-def test_short_keys_are_refused():
-    from crypto import paillier_backend
-
+@pytest.mark.parametrize("crypto", ["paillier", "fast-paillier"])
+def test_short_keys_are_refused(cancer, crypto):
+    X, y = cancer
+    fed = P.hybrid_grid(X[:20], y[:20], 2, 2)
+    settings = HyFDCASettings.from_variant("auto", lam=LAM, H=3)
     with pytest.raises(ValueError, match="under 2048 bits are insecure"):
-        paillier_backend(n_length=1024)
+        run_hyfdca(fed, settings, max_rounds=1, crypto=crypto,
+                   crypto_options=dict(n_length=1024))
+
+
+def test_the_audit_catches_a_mask_backend_without_a_keystream(cancer, monkeypatch):
+    """With the keystream zeroed the masked lane is the encoding itself: the audit must
+    flag it (so its silence on the real backend means something)."""
+    from crypto._mask import MaskKeyHolder
+
+    def zero_stream(self, nonce, start, count):
+        return np.zeros((count, 4), dtype=np.uint64)
+
+    monkeypatch.setattr(MaskKeyHolder, "_stream", zero_stream)
+    run, secrets = _run(cancer, "mask", monkeypatch)
+    flagged = {name for _, name, _ in _plaintext_leaks(run, secrets)}
+    assert {"InnerProductParts", "DualUpdate"} <= flagged
+
+
+def test_mask_recipes_stay_short_in_long_runs(cancer):
+    """Stored Enc(alpha) of the masking backend absorbs atoms every round; clients refresh
+    what they sync, so recipes stay bounded and the iterates stay exact."""
+    X, y = cancer
+    fed = P.hybrid_grid(X[:150], y[:150], 3, 3)
+    settings = HyFDCASettings.from_variant("auto", lam=LAM, H=40)
+    w = {}
+    for crypto, options in (("plain", {}), ("mask", dict(refresh_atoms=4))):
+        run, _ = run_hyfdca(fed, settings, max_rounds=25, eval_every=25, crypto=crypto,
+                            crypto_options=options, seed=3, record=crypto == "mask")
+        w[crypto] = run.server.w
+    atoms = np.diff(run.server.enc_alpha.payload.indptr)
+    refreshes = [m for _, _, m in run.channel.server_inbox if type(m).__name__ == "DualRefresh"]
+    assert len(refreshes) > 0 and atoms.max() <= 4 + 2 * 3
+    np.testing.assert_allclose(w["mask"], w["plain"], atol=2.0**-30)

@@ -1,0 +1,103 @@
+"""Per-value cost of encryption + decryption for each crypto backend.
+
+Each backend encrypts a vector of fixed-point values (uniform in [-10, 10], 32 fractional
+bits) and decrypts it, through the one KeyHolder interface; key generation is timed apart.
+phe is slow, so it runs on a sample and its per-value cost is what is compared (it does not
+depend on the vector's length: one ciphertext per value). The cost of one homomorphic
+addition per value is shown for information. Times are CPU seconds of this process (so
+that other load on the machine does not skew the ratios), wall seconds with --n-jobs > 1.
+
+fast-paillier is packed twice: with the codec's default range (62-bit integers, 16 bits of
+headroom: 80-bit slots, 25 per 2048-bit plaintext) and with a declared 40-bit range
+(|x| < 256 at 32 fractional bits, which the data here fits: 58-bit slots, 35 per
+plaintext). The headline uses the 40-bit row.
+
+    python benchmarks/crypto_cost.py            # 10,000 values at 2048 bits (~1 min)
+    python benchmarks/crypto_cost.py --quick    # phe on 20 values, the rest on 10,000 (~20 s)
+    python benchmarks/crypto_cost.py --n-length 3072 --n-jobs 2   # pool started in set-up
+
+The last line reads ``headline: fast_vs_phe=<x> mask_vs_phe=<y>``: phe's per-value
+encrypt + decrypt time over fast-paillier's (packed) and over mask's.
+"""
+
+import argparse
+import time
+
+import numpy as np
+
+from crypto import deal_keys
+
+
+def measure(name, n_values, n_length, clock=time.process_time, **options):
+    """(seconds of key generation, per-value encrypt, decrypt, add seconds)."""
+    if name in ("paillier", "fast-paillier"):
+        options["n_length"] = n_length
+    start = clock()
+    keys, ev, _ = deal_keys(name, **options)
+    keygen = clock() - start
+    x = np.random.default_rng(0).uniform(-10.0, 10.0, n_values)
+    if hasattr(keys, "_public"):  # the fixed-base table and the pool: part of key set-up
+        start = clock()
+        keys._public.table()
+        if keys.n_jobs > 1:
+            keys.decrypt(keys.encrypt(np.zeros(keys.pool_threshold * keys.slots)))
+        keygen += clock() - start
+    start = clock()
+    ex = keys.encrypt(x)
+    encrypt = clock() - start
+    start = clock()
+    total = ev.add(ex, ex)
+    add = clock() - start
+    start = clock()
+    back = keys.decrypt(ex)
+    decrypt = clock() - start
+    if not np.allclose(back, x, atol=2.0**-30) or not np.allclose(keys.decrypt(total), 2 * x):
+        raise RuntimeError(f"{name}: the round trip does not reproduce the values")
+    if hasattr(keys, "close"):
+        keys.close()
+    return keygen, encrypt / n_values, decrypt / n_values, add / n_values
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="phe on 20 values only")
+    parser.add_argument("--n-values", type=int, default=10_000)
+    parser.add_argument("--phe-values", type=int, default=None,
+                        help="values for phe (default 200, 20 with --quick)")
+    parser.add_argument("--n-length", type=int, default=2048)
+    parser.add_argument("--n-jobs", type=int, default=1,
+                        help="fast-paillier worker processes for long vectors")
+    args = parser.parse_args(argv)
+    phe_values = args.phe_values or (20 if args.quick else 200)
+
+    clock = time.process_time if args.n_jobs == 1 else time.perf_counter
+    rows = [
+        ("paillier (phe)", "paillier", phe_values, {}),
+        ("fast-paillier slots=1", "fast-paillier", min(args.n_values, 500 if args.quick
+                                                       else 2000), dict(n_jobs=args.n_jobs)),
+        ("fast-paillier packed", "fast-paillier", args.n_values,
+         dict(slots="auto", n_jobs=args.n_jobs)),
+        ("fast-paillier packed 40b", "fast-paillier", args.n_values,
+         dict(slots="auto", n_jobs=args.n_jobs, max_bits=40)),
+        ("mask", "mask", args.n_values, {}),
+        ("plain", "plain", args.n_values, {}),
+    ]
+    print(f"per-value cost at {args.n_length} bits (mask: 256-bit ChaCha20 key), "
+          f"n_jobs={args.n_jobs}, {'CPU' if args.n_jobs == 1 else 'wall'} time")
+    print(f"{'backend':24s} {'values':>7s} {'keygen s':>9s} {'encrypt us':>11s} "
+          f"{'decrypt us':>11s} {'enc+dec us':>11s} {'add us':>9s}")
+    cost = {}
+    for label, name, n, options in rows:
+        keygen, enc, dec, add = measure(name, n, args.n_length, clock=clock, **options)
+        cost[label] = enc + dec
+        print(f"{label:24s} {n:7d} {keygen:9.2f} {enc * 1e6:11.3f} {dec * 1e6:11.3f} "
+              f"{(enc + dec) * 1e6:11.3f} {add * 1e6:9.3f}", flush=True)
+    phe = cost["paillier (phe)"]
+    for label in cost:
+        print(f"  phe / {label}: {phe / cost[label]:,.0f}x")
+    print(f"headline: fast_vs_phe={phe / cost['fast-paillier packed 40b']:.0f} "
+          f"mask_vs_phe={phe / cost['mask']:.0f}")
+
+
+if __name__ == "__main__":
+    main()
