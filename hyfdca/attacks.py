@@ -26,7 +26,8 @@ _MASK64 = (1 << 64) - 1
 
 def read_as_plaintext(vector):
     """The values an EncryptedVector would carry if its payload were plaintext fixed point."""
-    low = [int(c) & _MASK64 for c in vector.payload]
+    payload = getattr(vector.payload, "value", vector.payload)   # masking: the value lane
+    low = [int(c) & _MASK64 for c in payload]
     signed = np.array([v - (1 << 64) if v >= 1 << 63 else v for v in low], dtype=np.float64)
     return np.ldexp(signed, -vector.scale_bits)
 
