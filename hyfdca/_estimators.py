@@ -112,7 +112,9 @@ class HyFDCAClassifier(ClassifierMixin, _HyFDCABase):
     fit_intercept, intercept_scaling :
         The intercept is the weight of an appended constant feature held by one client
         per sample (liblinear's intercept_scaling; it is regularised).
-    crypto : {"plain", "paillier"}, default="plain"
+    crypto : {"plain", "paillier", "fast-paillier", "mask"}, default="plain"
+        Encryption backend of the simulated protocol (``crypto.BACKENDS``; Paillier keys
+        are 2048 bits).
     random_state : int, default=0
 
     Attributes
