@@ -9,17 +9,26 @@ needs to reach a relative primal suboptimality (P(w) - P*) / P* <= 1e-4.
 * P*: the smaller primal of a long SDCA run and a liblinear fit at tol=1e-10, checked
   against the best dual value of the SDCA run (a lower bound on P*). Not timed. (--quick
   runs a short SDCA reference on a9a, so its printed bound is loose there.)
-* Ours: ``sdca_pass`` epoch by epoch with a fresh permutation per epoch, exactly as
-  ``solvers.sdca`` runs it (same seed, same indices). The clock covers the row-norm pass,
-  the permutations and the kernel calls; the primal is evaluated after each epoch outside
-  the clock. Time to target is the cumulative time at the first epoch that reaches it;
-  median of 3 runs (the 2nd and 3rd run the same number of epochs and check the target).
+* Ours: ``solvers.sdca(..., shrinking=True)``'s epoch loop, exactly as it runs
+  (``ShrinkingHinge``: binary hinge kernel with liblinear's shrinking, active set shuffled
+  inside Numba from the same seed). A search run evaluates the primal after every epoch
+  and finds the first epoch that reaches the target (not timed). A timed run starts from
+  scratch and runs that many epochs (the seed fixes every index, so the iterates repeat
+  bit for bit; the target is re-checked after the clock stops). The clock covers the input
+  check (``as_csr``), the target encoding, the row-norm pass, the solver's setup (with the
+  column renumbering on news20-like), the kernel calls and writing w out at the end.
+  "plain" is the same for the default path (``shrinking=False``: a fresh numpy
+  permutation per epoch and the 1-D binary kernel, whose iterates equal ``sdca_pass``'s),
+  shown for reference (full mode only); the ratio uses the shrinking path.
 * liblinear: a fit cannot be resumed, so fits are run from scratch along a ladder of
   decreasing ``tol`` (3 ... 1e-8, steps of 1.5-3x, scanned from the loosest) and a ladder
   of ``max_iter`` (tol=1e-12, so that max_iter k means k outer passes; steps of ~10%,
-  bisected); the first setting of each ladder that reaches the target is timed 3 times
-  from scratch (its ladder fit and 2 more) and the faster median is reported. Fit time
-  includes scikit-learn's input checks and liblinear's copy of X, as a user pays them.
+  bisected); the first setting of each ladder that reaches the target is kept (not timed).
+  Fit time includes scikit-learn's input checks and liblinear's copy of X, as a user pays
+  them.
+* Timing: 3 rounds, each timing one run of every contender from scratch (plain, ours, then
+  each kept liblinear setting), so that a change of the machine's load hits both sides;
+  the median per contender is reported, for liblinear the faster of its two settings.
 
 Run from the repository root:
 
@@ -52,8 +61,13 @@ from sklearn.svm import LinearSVC  # noqa: E402
 from hyfdca.datasets import load_a9a, make_news20_like  # noqa: E402
 from solvers import as_csr, primal_objective, sdca  # noqa: E402
 from solvers._losses import loss_code  # noqa: E402
-from solvers._sdca import encode_targets, epoch_order  # noqa: E402
-from solvers._sdca_kernels import objective_sums, row_sq_norms, sdca_pass  # noqa: E402
+from solvers._sdca import (  # noqa: E402
+    ShrinkingHinge,
+    encode_targets,
+    epoch_order,
+    shrinking_seeds,
+)
+from solvers._sdca_kernels import hinge_pass_binary, objective_sums, row_sq_norms  # noqa: E402
 
 TARGET = 1e-4
 LAMS = (1e-4, 1e-5)
@@ -102,55 +116,97 @@ def reference_optimum(X, y, lam, *, sdca_epochs):
 
 # --------------------------------------------------------------------------- ours
 
-def warm_up_jit(X, Y):
-    """Compile (or load from cache) sdca_pass and row_sq_norms for these dtypes."""
+def warm_up_jit(X, y):
+    """Compile (or load from cache) the kernels for these dtypes."""
     k = min(5, X.shape[0])
     sub = X[:k]
+    yk = np.ascontiguousarray(y[:k])
     sq = row_sq_norms(sub.data, sub.indptr)
-    sdca_pass(sub.data, sub.indices, sub.indptr, np.ascontiguousarray(Y[:k]),
-              np.zeros((k, 1)), np.zeros((X.shape[1], 1)), sq,
-              np.arange(k, dtype=np.int64), HINGE, 1.0, 1.0, 1.0)
+    hinge_pass_binary(sub.data, sub.indices, sub.indptr, yk, np.zeros(k), np.zeros(X.shape[1]),
+                      sq, np.arange(k, dtype=np.int64), 1.0, 1.0)
+    ShrinkingHinge(sub, yk, np.zeros(k), np.zeros(X.shape[1]), sq, 1.0, 1.0,
+                   shrinking_seeds(SEED, 1)[0]).run(1)
 
 
-def ours_run(X, y, Y, lam, p_star, max_epochs, n_epochs=None):
+class Shrinking:
+    """One run of ``sdca(shrinking=True)``'s epoch loop, one problem."""
+
+    def __init__(self, X, y, lam):
+        X = as_csr(X)
+        Y, _ = encode_targets(y, "hinge")
+        n, d = X.shape
+        self.y = np.ascontiguousarray(Y[:, 0])
+        self.alpha = np.zeros(n)
+        self.w = np.zeros(d)
+        sq_norms = row_sq_norms(X.data, X.indptr)
+        self.solver = ShrinkingHinge(X, self.y, self.alpha, self.w, sq_norms, lam * n, 1.0,
+                                     shrinking_seeds(SEED, 1)[0])
+
+    def epoch(self):
+        if self.solver.run(1)[1]:
+            # converged within eps on all samples, target not reached (else we had stopped)
+            self.solver.tighten()
+
+    def finish(self):
+        self.solver.sync()
+
+
+class Plain:
+    """One run of ``sdca(shrinking=False)``'s epoch loop for binary hinge."""
+
+    def __init__(self, X, y, lam):
+        self.X = X = as_csr(X)
+        Y, _ = encode_targets(y, "hinge")
+        n, d = X.shape
+        self.y = np.ascontiguousarray(Y[:, 0])
+        self.alpha = np.zeros(n)
+        self.w = np.zeros(d)
+        self.sq_norms = row_sq_norms(X.data, X.indptr)
+        self.lam_n = lam * n
+        self.rng = np.random.default_rng(SEED)
+
+    def epoch(self):
+        X = self.X
+        hinge_pass_binary(X.data, X.indices, X.indptr, self.y, self.alpha, self.w,
+                          self.sq_norms, epoch_order(self.rng, X.shape[0], "permuted"),
+                          self.lam_n, 1.0)
+
+    def finish(self):
+        pass
+
+
+def ours_run(kind, X, y, lam, p_star, max_epochs, n_epochs=None):
     """(seconds to target, epochs to target, seconds per epoch); nan if not reached.
 
     Without ``n_epochs``: evaluate the primal after every epoch (off the clock) and stop at
     the first epoch that reaches the target. With it: run exactly that many epochs (the
     seed fixes every index, so the iterates repeat bit for bit) and check the target once.
     """
-    n, d = X.shape
-    lam_n = lam * n
     t0 = time.perf_counter()
-    sq_norms = row_sq_norms(X.data, X.indptr)
+    run = kind(X, y, lam)
     elapsed = time.perf_counter() - t0
-    alpha = np.zeros((n, 1))
-    W = np.zeros((d, 1))
-    rng = np.random.default_rng(SEED)
     for epoch in range(1, (n_epochs or max_epochs) + 1):
         t0 = time.perf_counter()
-        order = epoch_order(rng, n, "permuted")
-        sdca_pass(X.data, X.indices, X.indptr, Y, alpha, W, sq_norms, order, HINGE, lam_n,
-                  1.0, 1.0)
+        run.epoch()
         elapsed += time.perf_counter() - t0
-        if n_epochs is None and rel_subopt(primal(X, y, W[:, 0], lam), p_star) <= TARGET:
-            return elapsed, epoch, elapsed / epoch
+        if n_epochs is None:
+            run.finish()
+            if rel_subopt(primal(X, y, run.w, lam), p_star) <= TARGET:
+                return elapsed, epoch, elapsed / epoch
     if n_epochs is not None:
-        assert rel_subopt(primal(X, y, W[:, 0], lam), p_star) <= TARGET, "not repeatable"
+        t0 = time.perf_counter()
+        run.finish()                       # w as the caller gets it, on the clock
+        elapsed += time.perf_counter() - t0
+        assert rel_subopt(primal(X, y, run.w, lam), p_star) <= TARGET, "not repeatable"
         return elapsed, n_epochs, elapsed / n_epochs
     return math.nan, max_epochs, elapsed / max_epochs
 
 
-def ours(X, y, lam, p_star, max_epochs):
-    Y, _ = encode_targets(y, "hinge")
-    warm_up_jit(X, Y)
-    first = ours_run(X, y, Y, lam, p_star, max_epochs)
-    runs = [first]
-    if not math.isnan(first[0]):
-        runs += [ours_run(X, y, Y, lam, p_star, max_epochs, n_epochs=first[1])
-                 for _ in range(REPEATS - 1)]
-    secs = float(np.median([r[0] for r in runs]))
-    return secs, first[1], float(np.median([r[2] for r in runs]))
+def ours_search(kind, X, y, lam, p_star, max_epochs):
+    """Epochs to target of ``kind`` (None if not reached), primal checked every epoch."""
+    warm_up_jit(X, y)
+    secs, epochs, _ = ours_run(kind, X, y, lam, p_star, max_epochs)
+    return None if math.isnan(secs) else epochs
 
 
 # --------------------------------------------------------------------------- liblinear
@@ -210,22 +266,33 @@ def describe(setting):
     return f"max_iter={setting['max_iter']}"
 
 
-def lib(X, y, lam, p_star):
-    """(median seconds, setting description, n_iter_) of the fastest setting found."""
+def lib_search(X, y, lam, p_star):
+    """The settings (at most 2, one per ladder) whose fit reaches the target, with n_iter_."""
     lib_fit(X[:50], y[:50], lam, {"tol": 1e-1, "max_iter": 10})   # import/first-call costs
     by_tol = first_reaching_tol(X, y, lam, p_star)
     upper = by_tol[1] if by_tol[0] is not None else ITER_LADDER[-1]
     by_iter = first_reaching_iter(X, y, lam, p_star, upper)
-    best = (math.nan, "not reached", None)
-    for setting, n_iter, first_secs in (by_tol, by_iter):
-        if setting is None:
-            continue
-        # the ladder's fit counts as the first of the REPEATS timings
-        times = [first_secs] + [lib_fit(X, y, lam, setting)[0] for _ in range(REPEATS - 1)]
-        secs = float(np.median(times))
-        if not secs >= best[0]:                      # also replaces the initial nan
-            best = (secs, describe(setting), n_iter)
-    return best
+    return [(setting, n_iter) for setting, n_iter, _ in (by_tol, by_iter)
+            if setting is not None]
+
+
+def timed_rounds(X, y, lam, p_star, epochs, settings):
+    """Median seconds of each contender over REPEATS interleaved rounds.
+
+    Each round runs, from scratch: every SDCA path for its epochs to target (the target is
+    re-checked), then every liblinear setting. Interleaving keeps a change in the machine's
+    load from favouring one side.
+    """
+    times = {key: [] for key in list(epochs) + list(range(len(settings)))}
+    for _ in range(REPEATS):
+        for kind, n_epochs in epochs.items():
+            if n_epochs is not None:
+                times[kind].append(ours_run(kind, X, y, lam, p_star, n_epochs, n_epochs)[0])
+        for k, (setting, _) in enumerate(settings):
+            secs, p, _ = lib_fit(X, y, lam, setting)
+            assert rel_subopt(p, p_star) <= TARGET, "liblinear fit not repeatable"
+            times[k].append(secs)
+    return {key: float(np.median(v)) if v else math.nan for key, v in times.items()}
 
 
 # --------------------------------------------------------------------------- driver
@@ -265,20 +332,35 @@ def main(argv=None):
         for lam in LAMS:
             p_star, d_best, src = reference_optimum(X, y, lam, sdca_epochs=ref_epochs[name])
             cert = (p_star - d_best) / p_star
-            o_secs, o_epochs, o_epoch_secs = ours(X, y, lam, p_star, max_epochs)
-            l_secs, l_setting, l_iter = lib(X, y, lam, p_star)
+            kinds = (Shrinking,) if args.quick else (Plain, Shrinking)
+            epochs = {kind: ours_search(kind, X, y, lam, p_star, max_epochs)
+                      for kind in kinds}
+            settings = lib_search(X, y, lam, p_star)
+            times = timed_rounds(X, y, lam, p_star, epochs, settings)
+            p_secs, p_epochs = times.get(Plain, math.nan), epochs.get(Plain)
+            o_secs, o_epochs = times[Shrinking], epochs[Shrinking]
+            p_epoch_secs = p_secs / p_epochs if p_epochs else math.nan
+            o_epoch_secs = o_secs / o_epochs if o_epochs else math.nan
+            l_secs, l_setting, l_iter = math.nan, "not reached", None
+            for k, (setting, n_iter) in enumerate(settings):
+                if not times[k] >= l_secs:             # also replaces the initial nan
+                    l_secs, l_setting, l_iter = times[k], describe(setting), n_iter
             ratio = o_secs / l_secs
             note = "" if cert <= 0.1 * TARGET else " (loose: short reference run)"
             log(f"{name} lam={lam:g}: P*={p_star:.10g} from {src}, "
                 f"(P*-D)/P*<={cert:.1e}{note}; "
-                f"ours {o_secs:.3f}s = {o_epochs} epochs x {1e3 * o_epoch_secs:.2f} ms; "
+                f"ours {o_secs:.3f}s = {o_epochs} epochs x {1e3 * o_epoch_secs:.2f} ms"
+                + ("" if p_epochs is None else
+                   f" (plain {p_secs:.3f}s = {p_epochs} x {1e3 * p_epoch_secs:.2f} ms)")
+                + "; "
                 f"liblinear {l_secs:.3f}s at {l_setting} ({l_iter} outer iterations)")
             rows.append((name, f"{n:,} x {d:,}", f"{X.nnz:,}", f"{lam:g}", f"{p_star:.6f}",
-                         f"{o_secs:.3f} ({o_epochs})", f"{l_secs:.3f} ({l_setting})",
-                         f"{ratio:.2f}"))
+                         "-" if p_epochs is None else f"{p_secs:.3f} ({p_epochs})",
+                         f"{o_secs:.3f} ({o_epochs})",
+                         f"{l_secs:.3f} ({l_setting})", f"{ratio:.2f}"))
             ratios[name].append(ratio)
 
-    header = ("data set", "N x d", "nnz", "lam", "P*", "ours s (epochs)",
+    header = ("data set", "N x d", "nnz", "lam", "P*", "plain s (epochs)", "ours s (epochs)",
               "liblinear s (setting)", "ours/lib")
     widths = [max(len(str(r[i])) for r in rows + [header]) for i in range(len(header))]
     log("")

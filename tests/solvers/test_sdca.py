@@ -9,8 +9,15 @@ from sklearn.exceptions import ConvergenceWarning
 
 from solvers import as_csr, coordinate_step, encode_targets, loss_code, objectives
 from solvers import reference_optimum, sdca
-from solvers._sdca import epoch_order
-from solvers._sdca_kernels import sdca_pass
+from solvers._sdca import ShrinkingHinge, epoch_order, frequency_order, shrinking_seeds
+from solvers._sdca_kernels import (
+    hinge_pass_binary,
+    hinge_shrinking_epochs,
+    hinge_steps,
+    row_sq_norms,
+    sdca_pass,
+    shuffle_prefix,
+)
 
 LAM = 1e-2
 
@@ -162,5 +169,210 @@ def test_bad_input_errors_name_the_problem(cancer, mutate, message):
     (dict(eval_every=0), "eval_every must be >= 1"),
 ])
 def test_bad_parameters_are_named(cancer, kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        sdca(*cancer, **kwargs)
+
+
+# --------------------------------------------------------------------------- binary hinge
+
+
+def _hinge_state(X, y):
+    X = as_csr(X)
+    Y, _ = encode_targets(y, "hinge")
+    return X, Y, row_sq_norms(X.data, X.indptr)
+
+
+@pytest.mark.parametrize("data", ["cancer", "sparse_binary"])
+@pytest.mark.parametrize("sigma", [1.0, 0.7])
+def test_binary_hinge_kernel_takes_sdca_pass_steps_bit_for_bit(data, sigma, request):
+    X, Y, q = _hinge_state(*request.getfixturevalue(data))
+    n, d = X.shape
+    lam_n = 1e-3 * n
+    rng = np.random.default_rng(11)
+    alpha, W = np.zeros((n, 1)), np.zeros((d, 1))
+    a, w = np.zeros(n), np.zeros(d)
+    for epoch in range(30):
+        order = epoch_order(rng, n, "permuted" if epoch % 2 else "random")
+        sdca_pass(X.data, X.indices, X.indptr, Y, alpha, W, q, order, loss_code("hinge"),
+                  lam_n, sigma, 1.0)
+        hinge_pass_binary(X.data, X.indices, X.indptr, Y[:, 0].copy(), a, w, q, order, lam_n,
+                          sigma)
+        assert np.array_equal(a, alpha[:, 0]) and np.array_equal(w, W[:, 0]), epoch
+    assert np.count_nonzero(a) > 0
+
+
+def test_default_binary_hinge_path_equals_generic_kernel_loop(sparse_binary):
+    """sdca(shrinking=False) on binary hinge takes exactly sdca_pass's steps (HyFDCA's
+    exactness against the centralized solver relies on it)."""
+    X, y = sparse_binary
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        result = sdca(X, y, loss="hinge", lam=LAM, tol=0.0, max_epochs=25, random_state=4)
+    Xc, Y, q = _hinge_state(X, y)
+    alpha, W = np.zeros_like(Y), np.zeros((X.shape[1], 1))
+    rng = np.random.default_rng(4)
+    for _ in range(25):
+        sdca_pass(Xc.data, Xc.indices, Xc.indptr, Y, alpha, W, q,
+                  epoch_order(rng, X.shape[0], "permuted"), loss_code("hinge"),
+                  LAM * X.shape[0], 1.0, 1.0)
+    assert np.array_equal(result.dual_coef, alpha[:, 0])
+    assert np.array_equal(result.coef, W[:, 0])
+
+
+def test_empty_row_takes_the_exact_maximiser(sparse_binary):
+    X, y = sparse_binary
+    X = sp.vstack([sp.csr_matrix((1, X.shape[1])), X]).tocsr()
+    y = np.concatenate([[1.0], y])
+    result = sdca(X, y, loss="hinge", lam=LAM, tol=1e-8, max_epochs=5000, shrinking=True)
+    assert result.converged and result.dual_coef[0] == 1.0
+
+
+def python_shrinking_epoch(X, y, alpha, w, q, lam_n, index, bounds, active, rng_state, eps):
+    """Reference: one pass of liblinear's shrinking, written plainly (the shuffle reuses
+    the kernel's generator so both visit the same samples)."""
+    n = len(y)
+    size = int(active[0])
+    shuffle_prefix(index, size, rng_state)
+    pg_max, pg_min = -np.inf, np.inf
+    t = 0
+    while t < size:
+        i = index[t]
+        row = X[i]
+        g = y[i] * (row.data @ w[row.indices]) - 1.0
+        beta = alpha[i] * y[i]
+        shrink = (beta == 0.0 and g > bounds[0]) or (beta == 1.0 and g < bounds[1])
+        if shrink:
+            size -= 1
+            index[t], index[size] = index[size], index[t]
+            continue
+        pg = min(g, 0.0) if beta == 0.0 else max(g, 0.0) if beta == 1.0 else g
+        pg_max, pg_min = max(pg_max, pg), min(pg_min, pg)
+        t += 1
+        if abs(pg) > 1e-12:
+            a_new = y[i] * min(max(beta - g * lam_n / q[i], 0.0), 1.0)
+            w[row.indices] += row.data * ((a_new - alpha[i]) / lam_n)
+            alpha[i] = a_new
+    if pg_max - pg_min <= eps:
+        active[0], bounds[:] = n, (np.inf, -np.inf)
+        return size == n
+    active[0] = size
+    bounds[:] = (pg_max if pg_max > 0 else np.inf, pg_min if pg_min < 0 else -np.inf)
+    return False
+
+
+def test_shrinking_kernel_matches_python_reference(sparse_binary):
+    X, Y, q = _hinge_state(*sparse_binary)
+    y = Y[:, 0].copy()
+    n, d = X.shape
+    lam_n = LAM * n
+    states = []
+    for _ in range(2):
+        states.append(dict(alpha=np.zeros(n), w=np.zeros(d),
+                           index=np.arange(n, dtype=np.int64),
+                           bounds=np.array([np.inf, -np.inf]),
+                           active=np.array([n], dtype=np.int64),
+                           rng_state=np.array([12345], dtype=np.uint64)))
+    ref, fast = states
+    sizes, flags = [], []
+    eps = 1e-2
+    for _ in range(60):
+        flag_ref = python_shrinking_epoch(X, y, q=q, lam_n=lam_n, eps=eps, **ref)
+        done, flag = hinge_shrinking_epochs(X.data, X.indices, X.indptr, y, fast["alpha"],
+                                            fast["w"], hinge_steps(q, lam_n, 1.0), lam_n,
+                                            fast["index"], fast["bounds"], fast["active"],
+                                            fast["rng_state"], 1, eps)
+        assert done == 1 and flag == flag_ref
+        np.testing.assert_array_equal(fast["index"], ref["index"])
+        np.testing.assert_allclose(fast["alpha"], ref["alpha"], rtol=0, atol=1e-13)
+        np.testing.assert_allclose(fast["w"], ref["w"], rtol=1e-12, atol=1e-13)
+        sizes.append(int(fast["active"][0]))
+        flags.append(flag)
+    assert min(sizes) < n / 2          # shrinking took place
+    assert any(flags)                  # and a pass over all samples converged within eps
+
+
+def test_shuffle_prefix_permutes_only_the_prefix_reproducibly():
+    index = np.arange(1000, dtype=np.int64)
+    state = np.array([7], dtype=np.uint64)
+    shuffle_prefix(index, 600, state)
+    assert sorted(index[:600]) == list(range(600))
+    assert np.array_equal(index[600:], np.arange(600, 1000))
+    assert not np.array_equal(index[:600], np.arange(600))
+    again = np.arange(1000, dtype=np.int64)
+    shuffle_prefix(again, 600, np.array([7], dtype=np.uint64))
+    assert np.array_equal(index, again)
+
+
+@pytest.mark.parametrize("data", ["cancer", "sparse_binary"])
+@pytest.mark.parametrize("lam", [LAM, 1e-4])
+def test_shrinking_reaches_tiny_gap_and_matches_sklearn(data, lam, request):
+    X, y = request.getfixturevalue(data)
+    result = sdca(X, y, loss="hinge", lam=lam, tol=1e-8, max_epochs=20000, shrinking=True)
+    assert result.converged and result.gap <= 1e-8
+    p_star, _ = reference_optimum(X, y, loss="hinge", lam=lam)
+    assert result.history["primal"][-1] == pytest.approx(p_star, rel=1e-6)
+    assert min(result.history["gap"]) >= -1e-12
+    w = X.T @ result.dual_coef / (lam * X.shape[0])
+    np.testing.assert_allclose(result.coef, w, atol=1e-12)
+    beta = result.dual_coef * y
+    assert beta.min() >= 0.0 and beta.max() <= 1.0
+
+
+def test_shrinking_multiclass_matches_sklearn(digits_small):
+    X, y = digits_small
+    result = sdca(X, y, loss="hinge", lam=LAM, tol=1e-8, max_epochs=20000, shrinking=True)
+    assert result.converged and result.coef.shape == (X.shape[1], 10)
+    p_star, _ = reference_optimum(X, y, loss="hinge", lam=LAM)
+    assert result.history["primal"][-1] == pytest.approx(p_star, rel=1e-6)
+
+
+def test_shrinking_same_seed_same_bits_and_seed_matters(sparse_binary):
+    X, y = sparse_binary
+    kw = dict(loss="hinge", lam=1e-3, max_epochs=15, tol=0.0, shrinking=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        a, b, c = (sdca(X, y, random_state=s, **kw) for s in (5, 5, 6))
+    assert np.array_equal(a.coef, b.coef) and np.array_equal(a.dual_coef, b.dual_coef)
+    assert a.history == b.history
+    assert not np.array_equal(a.coef, c.coef)
+    assert np.array_equal(shrinking_seeds(5, 3), shrinking_seeds(5, 3))
+
+
+def test_column_renumbering_changes_no_bit(sparse_binary, monkeypatch):
+    X, y = sparse_binary
+    kw = dict(loss="hinge", lam=1e-3, max_epochs=40, tol=0.0, shrinking=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        plain = sdca(X, y, **kw)
+        monkeypatch.setattr(ShrinkingHinge, "REORDER_MIN_FEATURES", 1)
+        renumbered = sdca(X, y, **kw)
+    assert np.array_equal(plain.coef, renumbered.coef)
+    assert np.array_equal(plain.dual_coef, renumbered.dual_coef)
+    assert plain.history == renumbered.history
+
+
+def test_frequency_order_puts_frequent_columns_first(sparse_binary):
+    X = as_csr(sparse_binary[0])
+    perm, indices = frequency_order(X.indices, X.shape[1])
+    counts = np.bincount(X.indices, minlength=X.shape[1])
+    assert sorted(perm) == list(range(X.shape[1]))
+    assert np.all(np.diff(counts[perm]) <= 0)
+    assert indices.dtype == np.int32 and np.array_equal(perm[indices], X.indices)
+
+
+def test_shrinking_solver_shrinks_the_active_set(cancer):
+    X, Y, q = _hinge_state(*cancer)
+    n, d = X.shape
+    solver = ShrinkingHinge(X, Y[:, 0].copy(), np.zeros(n), np.zeros(d), q, LAM * n, 1.0,
+                            shrinking_seeds(0, 1)[0])
+    solver.run(10)
+    assert solver.n_active < n / 2
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(loss="logistic", shrinking=True), "shrinking=True needs loss='hinge'"),
+    (dict(order="random", shrinking=True), "order='random' is not supported"),
+])
+def test_shrinking_bad_combinations_are_named(cancer, kwargs, message):
     with pytest.raises(ValueError, match=message):
         sdca(*cancer, **kwargs)
