@@ -175,7 +175,7 @@ def cmd_experiment(args):
     from hyfdca import experiments, profile
 
     config = dict(experiments.QUICK if args.quick else experiments.FULL)
-    for key in ("rounds", "tune_rounds", "max_candidates"):
+    for key in ("rounds", "tune_rounds", "max_candidates", "eval_every"):
         if getattr(args, key) is not None:
             config[key] = getattr(args, key)
     if args.datasets:
@@ -292,6 +292,8 @@ def build_parser():
     p.add_argument("--tune-rounds", type=int, default=None, help="rounds per search candidate")
     p.add_argument("--max-candidates", type=int, default=None,
                    help="random-search draws per method and setting")
+    p.add_argument("--eval-every", type=int, default=None,
+                   help="rounds between evaluations (primal, accuracy)")
     p.add_argument("--backend", default="paillier",
                    help="crypto backend whose measured costs HyFDCA's rounds are charged")
     p.add_argument("--key-bits", type=int, default=2048)

@@ -21,13 +21,13 @@ from hyfdca.partition import partition_from_spec
 
 FRACTIONS = (0.1, 0.5, 0.9)
 QUICK = dict(datasets={"breast_cancer": ("2x2", "3x3")}, fractions=(0.5, 0.9), lam=1e-2,
-             rounds=30, tune_rounds=15, max_candidates=3, budget_seconds=None)
+             rounds=30, tune_rounds=15, max_candidates=3, budget_seconds=None, eval_every=1)
 FULL = dict(datasets={"fashion-mnist": ("quadrants:5", "quadrants:500", "quadrants:5000"),
                       "a9a": ("3x3", "5x5", "12x12"),
                       "sms-spam": ("3x3", "5x5", "12x12"),
                       "news20-like": ("dealt:3x3", "dealt:5x5", "dealt:12x12")},
             fractions=FRACTIONS, lam=1e-4, rounds=1000, tune_rounds=200, max_candidates=20,
-            budget_seconds=600)
+            budget_seconds=600, eval_every=10)
 
 
 def prepare(name, partition, *, lam, loss="hinge", seed=0):
@@ -74,7 +74,8 @@ def run_suite(config, output, *, methods=METHODS, costs=None, latency=0.2575, se
                 per_dataset.append(compare(
                     label, problem, methods, rounds=config["rounds"],
                     tune_rounds=config["tune_rounds"], max_candidates=config["max_candidates"],
-                    budget_seconds=config["budget_seconds"], costs=costs, latency=latency))
+                    budget_seconds=config["budget_seconds"], costs=costs, latency=latency,
+                    eval_every=config.get("eval_every", 1)))
         if per_dataset:
             plot_grid(per_dataset, out / f"{name}_iterations.png", axis="iteration")
             plot_grid(per_dataset, out / f"{name}_iterations.pdf", axis="iteration")
