@@ -185,6 +185,12 @@ def cmd_experiment(args):
             raise SystemExit(f"data set(s) {unknown} not in this experiment: "
                              f"{sorted(config['datasets'])}")
         config["datasets"] = {k: v for k, v in config["datasets"].items() if k in wanted}
+    if args.partitions:
+        keep = set(args.partitions.split(","))
+        config["datasets"] = {k: tuple(p for p in v if p in keep)
+                              for k, v in config["datasets"].items()}
+    if args.fractions:
+        config["fractions"] = tuple(float(f) for f in args.fractions.split(","))
     costs = None
     if args.backend != "plain":
         print(f"measuring {args.backend} at {args.key_bits} bits for the time model ...")
@@ -285,6 +291,10 @@ def build_parser():
     p.add_argument("--quick", action="store_true",
                    help="CI-sized: embedded breast cancer, 2x2 and 3x3, fractions 0.5, 0.9")
     p.add_argument("--datasets", default=None, help="comma-separated subset of the data sets")
+    p.add_argument("--partitions", default=None,
+                   help="comma-separated subset of the partitions (e.g. 3x3,quadrants:5)")
+    p.add_argument("--fractions", default=None,
+                   help="comma-separated participation fractions (default 0.1,0.5,0.9)")
     p.add_argument("--methods", default=None,
                    help="comma-separated methods (default HyFDCA,FedAvg,HyFEM; also D3CA, "
                         "ADMM (full participation only))")
