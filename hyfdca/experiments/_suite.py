@@ -52,8 +52,12 @@ def prepare(name, partition, *, lam, loss="hinge", seed=0):
     return fed, (X_val, y_val), p_star
 
 
+def _log(message):
+    print(message, flush=True)
+
+
 def run_suite(config, output, *, methods=METHODS, costs=None, latency=0.2575, seed=0,
-              log=print):
+              log=_log):
     """Run every comparison of ``config`` (QUICK, FULL or alike); write figures, tables and
     JSON under ``output``; return (comparisons, wins_iter, wins_time, total)."""
     out = Path(output)
