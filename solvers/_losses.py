@@ -166,8 +166,10 @@ def coordinate_step(code, alpha, z, y, s, smoothing):
     beta = alpha * y
     m = y * z
     if code == HINGE:
-        nb = beta + (1.0 - m) / s
-        nb = min(max(nb, 0.0), 1.0)
+        if s > 0.0:
+            nb = min(max(beta + (1.0 - m) / s, 0.0), 1.0)
+        else:  # an empty row: the objective is linear in beta, (1 - m) beta
+            nb = 1.0 if m < 1.0 else (0.0 if m > 1.0 else beta)
     elif code == SMOOTHED_HINGE:
         nb = beta + (1.0 - m - smoothing * beta) / (s + smoothing)
         nb = min(max(nb, 0.0), 1.0)

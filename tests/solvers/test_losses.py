@@ -83,3 +83,17 @@ def test_derivative_matches_central_differences(loss, y, z):
     numeric = (loss_value(code, z + h, y, SMOOTHING)
                - loss_value(code, z - h, y, SMOOTHING)) / (2 * h)
     assert loss_derivative(code, z, y, SMOOTHING) == pytest.approx(numeric, abs=1e-6)
+
+
+@pytest.mark.parametrize("loss", ALL_LOSSES)
+@pytest.mark.parametrize("y", [-1.0, 1.0])
+def test_coordinate_step_on_an_empty_row(loss, y):
+    """q_i = 0 (a sample with no non-zero feature) gives curvature s = 0: the step must
+    still maximise the 1-D objective, not divide by zero."""
+    code = loss_code(loss)
+    alpha, z = 0.3 * y, 0.0
+    delta = coordinate_step(code, alpha, z, y, 0.0, SMOOTHING)
+    grid = np.linspace(-3.0, 3.0, 60_001)
+    values = np.array([neg_conjugate(code, alpha + d, y, SMOOTHING) - z * d for d in grid])
+    best = np.max(values)
+    assert neg_conjugate(code, alpha + delta, y, SMOOTHING) - z * delta >= best - 1e-6
