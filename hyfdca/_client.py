@@ -5,6 +5,7 @@ import time
 import numpy as np
 
 from hyfdca import _messages as msg
+from hyfdca._draws import draw_positions
 from hyfdca._local_dual import local_dual_method
 from hyfdca.aggregate import LINE_SEARCH_GRID
 from solvers._losses import weighted_objective_sums
@@ -27,8 +28,9 @@ class Client:
         Pairwise masks for secure sums (key shared by the clients only).
     settings : HyFDCASettings
     stream : tuple of int
-        Seed of this client's index draws; round t draws from default_rng(stream + (t,)),
-        so holders with the same stream draw the same indices whatever their history.
+        Seed of this client's index draws; round t draws from the counter-based stream
+        keyed by (stream, t) (``hyfdca._draws``), so holders with the same stream draw the
+        same indices whatever their history.
     """
 
     def __init__(self, client_id, block, sq_norms, holder_counts, keys, masker, settings,
@@ -86,13 +88,8 @@ class Client:
         candidates = np.flatnonzero(eligible)
         if candidates.size == 0:
             return np.zeros(0, dtype=np.int64)
-        rng = np.random.default_rng(self.stream + (round_,))
-        if self.settings.draw == "random":
-            picks = rng.integers(0, candidates.size, size=self.H)
-        else:
-            reps = -(-self.H // candidates.size)
-            picks = np.concatenate([rng.permutation(candidates.size)
-                                    for _ in range(reps)])[:self.H]
+        picks = draw_positions(self.stream, round_, candidates.size, self.H,
+                               self.settings.draw == "permuted")
         return candidates[picks].astype(np.int64)
 
     # --- step 3: secure inner product -------------------------------------------------

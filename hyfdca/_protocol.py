@@ -27,6 +27,7 @@ from hyfdca._channel import Channel
 from hyfdca._client import Client
 from hyfdca._history import History
 from hyfdca._server import Server
+from hyfdca.participation import Participation
 
 CRYPTO_FIELDS = ("encrypt", "decrypt", "add", "multiply")
 
@@ -69,20 +70,15 @@ class HyFDCARun:
                                self.settings, streams[k])
                         for k, b in enumerate(dataset.blocks)]
         self.local_margins = bool(np.all(counts == 1))
-        self.participation_rng = np.random.default_rng([self.seed, 0])
-        self._cycles = _cyclic_subsets(len(self.clients), self.settings, self.participation_rng)
+        self.participation = Participation(self.settings.participation, self.settings.fraction,
+                                           len(self.clients), self.seed)
         self.round = 0
 
     # --- participation ------------------------------------------------------------------
 
     def available(self):
-        s, K = self.settings, len(self.clients)
-        if s.participation == "full":
-            return np.arange(K)
-        if s.participation == "cyclic":
-            return self._cycles[self.round % len(self._cycles)]
-        size = max(1, int(round(s.fraction * K)))
-        return np.sort(self.participation_rng.choice(K, size=size, replace=False))
+        """Sorted ids of this round's clients (call once per round: it draws)."""
+        return self.participation.available(self.round)
 
     def _eligible(self, available):
         """Per client, which samples may be drawn: all, or (consistent aggregation) those
@@ -214,17 +210,19 @@ def _sampling_streams(dataset, sampling, seed):
             for b in dataset.blocks]
 
 
-def _cyclic_subsets(n_clients, settings, rng):
-    if settings.participation != "cyclic":
-        return None
-    n_subsets = max(1, int(np.ceil(1.0 / settings.fraction)))
-    return [np.sort(s) for s in np.array_split(rng.permutation(n_clients), n_subsets)]
+ENGINES = ("protocol", "batched")
 
 
 def run_hyfdca(dataset, settings, *, max_rounds=100, tol=None, eval_every=1, p_star=None,
                validation=None, crypto="plain", crypto_options=None, frac_bits=32, seed=0,
-               record=False, progress=False, callback=None):
+               record=False, progress=False, callback=None, engine="protocol",
+               backend="numba"):
     """Run HyFDCA on a FederatedDataset and return (HyFDCARun, History).
+
+    ``engine="batched"`` (``crypto="plain"`` only, no ``record``) runs
+    :class:`hyfdca._batched.BatchedHyFDCA` instead: the same iterates bit for bit, every
+    client of a round in one Numba call per phase (``backend="cupy"``: on a GPU), without
+    the message-level accounting (bytes and operation counts are 0).
 
     Stops after ``max_rounds``, when the certificate's gap is at most ``tol``, or when the
     gap is no longer finite (divergence). ``validation`` = (X_val, y_val) adds the
@@ -232,8 +230,19 @@ def run_hyfdca(dataset, settings, *, max_rounds=100, tol=None, eval_every=1, p_s
     last certificate: the model whose gap was certified (under partial participation the
     server's running w also holds stale parts of absent clients).
     """
-    run = HyFDCARun(dataset, settings, crypto=crypto, crypto_options=crypto_options,
-                    frac_bits=frac_bits, seed=seed, record=record)
+    if engine not in ENGINES:
+        raise ValueError(f"engine must be one of {ENGINES}, got {engine!r}")
+    if engine == "batched":
+        if crypto != "plain" or record:
+            raise ValueError(f"engine='batched' runs the plaintext protocol without message "
+                             f"records (crypto='plain', record=False); got crypto={crypto!r}, "
+                             f"record={record}")
+        from hyfdca._batched import BatchedHyFDCA
+        run = BatchedHyFDCA(dataset, settings, frac_bits=frac_bits, seed=seed,
+                            backend=backend)
+    else:
+        run = HyFDCARun(dataset, settings, crypto=crypto, crypto_options=crypto_options,
+                        frac_bits=frac_bits, seed=seed, record=record)
     history = History(p_star=p_star)
 
     def evaluate():

@@ -7,6 +7,7 @@ import pytest
 import scipy.sparse as sp
 
 from hyfdca import partition as P
+from hyfdca._draws import draw_positions
 from hyfdca._protocol import run_hyfdca
 from hyfdca._settings import HyFDCASettings
 from solvers import as_csr, encode_targets, loss_code, reference_optimum
@@ -56,7 +57,8 @@ def test_one_client_is_centralized_sdca_step_for_step(small, loss):
     alpha, W = np.zeros_like(Y), np.zeros((X.shape[1], 1))
     q = np.asarray(Xc.multiply(Xc).sum(axis=1)).ravel()
     for t in range(4):
-        order = np.random.default_rng((seed, 1, 0, t)).permutation(n)
+        order = draw_positions((seed, 1, 0), t, n, n, permuted=True)
+        assert np.array_equal(np.sort(order), np.arange(n))  # one pass: an SDCA epoch
         sdca_pass(Xc.data, Xc.indices, Xc.indptr, Y, alpha, W, q, order, loss_code(loss),
                   LAM * n, 1.0, 1.0)
         np.testing.assert_allclose(per_round[t], alpha[:, 0], atol=1e-11)

@@ -1,0 +1,247 @@
+#!/usr/bin/env python
+"""Scale of the batched plaintext HyFDCA engine (issue 5): paper-sized data and clients.
+
+For each data set and partition the script runs ``BatchedHyFDCA`` (variant "auto",
+hinge, lam = 1e-4, seed 0) at participation 1.0 (variant auto-full: line search, a full
+local pass) and at the fractions 0.1, 0.5, 0.9 (auto-partial on hybrid partitions:
+sigma-safe + rho, iic = 0.01, at least 10 steps), and reports per configuration:
+
+* s/round: median wall time of a round (after one warm-up round);
+* updates/s: coordinate updates (drawn samples of the available clients) per second;
+* ratio: HyFDCA's seconds per coordinate update over the centralized SDCA kernel's
+  (``solvers._sdca_kernels.sdca_pass``, one epoch in a random order on the pooled data),
+  measured in the same process;
+* overhead ms: the fixed cost of a round, everything but the LocalDualMethod kernel
+  (round time minus the kernel's time; includes the O(nnz) primal contributions v_k that
+  the protocol recomputes each round);
+* peak mem: the process's peak resident memory while the engine runs its rounds (freed
+  heap given back with malloc_trim after the engine is built), minus the memory before
+  the data was loaded (interpreter, libraries, compiled kernels), over the bytes of the
+  pooled CSR (data + indices + indptr). The pooled matrix is dropped once partitioned;
+  the federated dataset (whose block values the engine shares, see ``share_storage``)
+  and all engine state are counted.
+
+Each data set runs in its own worker process (clean peak-memory accounting). Data:
+news20-like (19,996 x 1,355,191, ~9 M non-zeros) 'dealt' 3x3, 5x5, 12x12; covtype-like
+(581,012 x 54) dealt 12x12; mnist-like (70,000 x 784, labels: digit < 5 vs the rest; or
+Fashion-MNIST when installed, same labels) in the quadrant scheme with 5, 500, 5,000
+clients. covtype 12x12 also gets the extrapolated time of the paper's 30,000 rounds.
+
+    python benchmarks/scale.py            # everything (several minutes on 2 cores)
+    python benchmarks/scale.py --quick    # news20 12x12, mnist 5,000 (1.0, 0.1), covtype
+                                          # 12x12 (0.1), 2-3 rounds each; < 60 s
+
+Last line: ``headline: update_cost_ratio=<x> round_overhead_ms_5000=<y>
+peak_mem_ratio_news20=<z>``: x the largest ratio at full participation, y the overhead at
+5,000 clients and full participation, z the news20 12x12 peak-memory ratio.
+"""
+
+import argparse
+import gc
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+LAM = 1e-4
+FRACTIONS = (0.1, 0.5, 0.9)
+PAPER_ROUNDS = 30_000
+
+
+def _status(field):
+    for line in open("/proc/self/status"):
+        if line.startswith(field):
+            return int(line.split()[1]) * 1024
+    return 0
+
+
+def _trim():
+    """Give freed heap memory back to the OS (glibc), so that RSS counts live data only."""
+    try:
+        import ctypes
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
+
+
+def _reset_peak():
+    gc.collect()
+    _trim()
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def _load(name):
+    from hyfdca.datasets import load_dataset
+    if name == "mnist-like":
+        from hyfdca.datasets import locate_dataset
+        if locate_dataset("fashion-mnist") is not None:
+            name = "fashion-mnist"
+    ds = load_dataset(name)
+    y = np.asarray(ds.y)
+    if name in ("mnist-like", "fashion-mnist"):
+        y = np.where(y < 5, 1.0, -1.0)
+    return name, ds, y
+
+
+def _sdca_seconds_per_update(X, y):
+    from solvers import as_csr
+    from solvers._sdca_kernels import sdca_pass
+    Xc = as_csr(X)
+    q = np.asarray(Xc.multiply(Xc).sum(axis=1)).ravel()
+    Y = y.reshape(-1, 1).astype(np.float64)
+    alpha, W = np.zeros_like(Y), np.zeros((Xc.shape[1], 1))
+    order = np.random.default_rng(0).permutation(Xc.shape[0])
+    lam_n = LAM * Xc.shape[0]
+    sdca_pass(Xc.data, Xc.indices, Xc.indptr, Y, alpha, W, q, order[:100], 0, lam_n, 1.0, 1.0)
+    start = time.perf_counter()
+    sdca_pass(Xc.data, Xc.indices, Xc.indptr, Y, alpha, W, q, order, 0, lam_n, 1.0, 1.0)
+    return (time.perf_counter() - start) / order.size
+
+
+def _warm_kernels():
+    """Compile or load every kernel on a tiny problem (kept out of the measurements)."""
+    import scipy.sparse as sp
+
+    from hyfdca import partition as P
+    from hyfdca._batched import BatchedHyFDCA
+    from hyfdca._settings import HyFDCASettings
+    rng = np.random.default_rng(0)
+    X = sp.csr_matrix(rng.random((60, 20)))  # no empty rows (q_i > 0)
+    y = np.where(rng.random(60) < 0.5, 1.0, -1.0)
+    for participation in ("full", "fraction"):
+        s = HyFDCASettings.from_variant("auto", lam=0.1, participation=participation,
+                                        fraction=0.5)
+        run = BatchedHyFDCA(P.hybrid_grid(X, y, 2, 2), s)
+        run.step(), run.step(), run.certificate()
+
+
+def worker(name, specs, rounds, fractions, threads, with_full=True):
+    """One data set: every partition and participation; JSON rows on stdout."""
+    import numba
+
+    from hyfdca import partition as P
+    from hyfdca._batched import BatchedHyFDCA
+    from hyfdca._settings import HyFDCASettings
+    numba.set_num_threads(threads)
+    _warm_kernels()
+    gc.collect()
+    _trim()
+    base = _status("VmRSS")
+    name, ds, y = _load(name)
+    X = ds.X
+    csr_bytes = (X.nnz * (8 + 4) + (X.shape[0] + 1) * 8) if hasattr(X, "nnz") else \
+        X.shape[0] * X.shape[1] * (8 + 4) + (X.shape[0] + 1) * 8
+    sdca = _sdca_seconds_per_update(X, y)
+    rows = []
+    for spec in specs:
+        fed = P.partition_from_spec(X, y, spec, seed=0, image_shape=ds.image_shape)
+        if spec == specs[-1]:
+            del X, ds
+        gc.collect()
+        for fraction in ((1.0,) if with_full else ()) + tuple(fractions):
+            participation = "full" if fraction == 1.0 else "fraction"
+            settings = HyFDCASettings.from_variant("auto", lam=LAM, participation=participation,
+                                                   fraction=fraction)
+            gc.collect()
+            start = time.perf_counter()
+            run = BatchedHyFDCA(fed, settings, seed=0)
+            build = time.perf_counter() - start
+            tracked = _reset_peak()  # the run's peak: heap freed while building is trimmed
+            times, overheads, updates = [], [], []
+            for _ in range(rounds + 1):
+                t0 = time.perf_counter()
+                record = run.step()
+                times.append(time.perf_counter() - t0)
+                overheads.append(times[-1] - record["compute_seconds"])
+                updates.append(record["updates"])
+            peak = _status("VmHWM") if tracked else float("nan")
+            per_round = float(np.median(times[1:]))
+            n_updates = float(np.mean(updates[1:]))
+            rows.append(dict(
+                data=name, partition=spec, clients=fed.n_clients, fraction=fraction,
+                sec_per_round=per_round, updates_per_round=n_updates,
+                updates_per_sec=n_updates / per_round,
+                ratio=(per_round / max(n_updates, 1)) / sdca,
+                overhead_ms=1e3 * float(np.median(overheads[1:])),
+                peak_mem_ratio=(peak - base) / csr_bytes, build_s=build,
+                paper_rounds_hours=per_round * PAPER_ROUNDS / 3600))
+            print(json.dumps(rows[-1]), flush=True)
+            del run
+        del fed
+    return rows
+
+
+# (data set, partitions, timed rounds, fractions (None: 0.1, 0.5, 0.9), with full participation)
+PLANS = {
+    "full": [("news20-like", ["dealt:3x3", "dealt:5x5", "dealt:12x12"], 5, None, True),
+             ("covtype-like", ["dealt:12x12"], 10, None, True),
+             ("mnist-like", ["quadrants:5", "quadrants:500", "quadrants:5000"], 10, None, True)],
+    "quick": [("news20-like", ["dealt:12x12"], 1, (0.1,), True),
+              ("covtype-like", ["dealt:12x12"], 2, (0.1,), False),
+              ("mnist-like", ["quadrants:5000"], 2, (0.1,), True)],
+}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--worker", help=argparse.SUPPRESS)
+    parser.add_argument("--specs", help=argparse.SUPPRESS)
+    parser.add_argument("--rounds", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--no-full", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--fractions", default=",".join(map(str, FRACTIONS)))
+    parser.add_argument("--threads", type=int, default=1,
+                        help="Numba threads (default 1: on a shared 2-core machine every "
+                             "parallel launch waits for a busy core, ~8 ms)")
+    args = parser.parse_args()
+    fractions = tuple(float(f) for f in args.fractions.split(",") if f)
+    if args.worker:
+        worker(args.worker, args.specs.split(","), args.rounds, fractions, args.threads,
+               with_full=not args.no_full)
+        return
+    plan = PLANS["quick" if args.quick else "full"]
+    rows = []
+    start = time.perf_counter()
+    for name, specs, rounds, plan_fractions, with_full in plan:
+        run_fractions = plan_fractions or fractions
+        command = [sys.executable, __file__, "--worker", name, "--specs", ",".join(specs),
+                   "--rounds", str(rounds), "--fractions", ",".join(map(str, run_fractions)),
+                   "--threads", str(args.threads)] + ([] if with_full else ["--no-full"])
+        out = subprocess.run(command, capture_output=True, text=True, cwd=ROOT)
+        if out.returncode:
+            print(out.stderr, file=sys.stderr)
+            raise SystemExit(f"worker {name} failed")
+        rows += [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
+    header = ("| data | partition | clients | fraction | s/round | updates/round | updates/s "
+              "| ratio to SDCA | overhead ms | peak mem / CSR | 30k rounds (h) |")
+    print(header)
+    print("|" + "---|" * (header.count("|") - 1))
+    for r in rows:
+        print(f"| {r['data']} | {r['partition']} | {r['clients']} | {r['fraction']:g} "
+              f"| {r['sec_per_round']:.4g} | {r['updates_per_round']:.0f} "
+              f"| {r['updates_per_sec']:.3g} | {r['ratio']:.2f} | {r['overhead_ms']:.2f} "
+              f"| {r['peak_mem_ratio']:.2f} | {r['paper_rounds_hours']:.2f} |")
+    full = [r for r in rows if r["fraction"] == 1.0]
+    ratio = max(r["ratio"] for r in full)
+    overhead = [r["overhead_ms"] for r in full if r["clients"] == 5000]
+    mem = [r["peak_mem_ratio"] for r in rows
+           if r["data"] == "news20-like" and r["partition"] == "dealt:12x12"]
+    print(f"total {time.perf_counter() - start:.1f} s")
+    print(f"headline: update_cost_ratio={ratio:.3g} "
+          f"round_overhead_ms_5000={overhead[0] if overhead else float('nan'):.3g} "
+          f"peak_mem_ratio_news20={max(mem) if mem else float('nan'):.3g}")
+
+
+if __name__ == "__main__":
+    main()

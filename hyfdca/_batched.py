@@ -1,0 +1,362 @@
+"""The batched plaintext HyFDCA engine: every client of a round in one Numba call per phase.
+
+:class:`BatchedHyFDCA` runs the same protocol as :class:`hyfdca._protocol.HyFDCARun` with
+``crypto="plain"`` (same phases, same participation and index draws, the plain backend's
+fixed-point integers for alpha, dalpha and the inner-product parts, the masked sums'
+fixed-point shares) and gives the same bits: alpha, w and every round's step. What it
+drops is the per-message machinery: no Channel, no message objects, no per-client Python
+loop, no traffic or crypto-operation accounting (the round record's ``rtc`` is counted
+from the phases; bytes and operation counts are reported as 0; ``compute_seconds`` is the
+wall time of the batched LocalDualMethod kernel over all clients, not the slowest
+client's; ``updates`` counts the round's coordinate updates).
+
+Index draws come from ``hyfdca._draws`` (counter-based, keyed by (stream, round)), shared
+with the message protocol's clients; participation from ``hyfdca.participation``.
+
+All client blocks are stored once as one concatenated CSR (local feature coordinates)
+with per-client row and feature offsets; the state is per holding (client, sample) or per
+feature holding (client, feature), never dense N x d, d x K or N x K.
+
+Not supported (ValueError): the logistic loss with the line search (its grid search sums
+NumPy logarithms client by client; use the message protocol).
+"""
+
+import time
+
+import numba
+import numpy as np
+
+from hyfdca import _batched_kernels as kern
+from hyfdca._draws import stream_key
+from hyfdca._protocol import _sampling_streams
+from hyfdca.aggregate import line_search_step, quantize_step
+from hyfdca.participation import Participation
+
+BACKENDS = ("numba", "cupy")
+
+
+class BatchedHyFDCA:
+    """Plaintext HyFDCA over all clients at once (the engine behind ``engine="batched"``).
+
+    Parameters
+    ----------
+    dataset : FederatedDataset
+    settings : HyFDCASettings
+    frac_bits : int
+        Fixed-point fractional bits of the plain backend (as in the message protocol).
+    seed : int
+    backend : {"numba", "cupy"}
+        Where the kernels run; "cupy" imports CuPy (a GPU) only when asked for.
+    share_storage : bool
+        Hold the block data once: after copying a block's CSR values, column indices and
+        feature ids into the concatenated arrays, re-point the block's ``X.data``,
+        ``X.indices`` and ``feature_ids`` to views of them (same values; the dataset
+        stays valid), so that they are not held twice. False leaves the dataset's arrays
+        alone (about twice the memory).
+    """
+
+    def __init__(self, dataset, settings, *, frac_bits=32, seed=0, backend="numba",
+                 share_storage=True):
+        if backend not in BACKENDS:
+            raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+        self.dataset = dataset
+        self.settings = s = settings.bind(dataset)
+        if s.line_search and s.loss == "logistic":
+            raise ValueError("the batched engine does not run the logistic loss with the line "
+                             "search (a grid search over client-side NumPy logarithms); use "
+                             "engine='protocol'")
+        if not 0 < int(frac_bits) < 62:
+            raise ValueError(f"need 0 < frac_bits < 62, got {frac_bits}")
+        self.seed = int(seed)
+        self.frac_bits = int(frac_bits)
+        self.backend = backend
+        self._build(dataset, share_storage)
+        self.participation = Participation(s.participation, s.fraction, self.n_clients,
+                                           self.seed)
+        self.round = 0
+        self.last_step = 1.0
+        self._gpu = None
+        if backend == "cupy":
+            from hyfdca._cupy_kernels import CupyKernels
+            self._gpu = CupyKernels(self)
+            self._requested = np.zeros(self.alpha_loc.size, dtype=np.int64)
+
+    # --- set-up ---------------------------------------------------------------------------
+
+    def _build(self, dataset, share_storage):
+        s = self.settings
+        blocks = dataset.blocks
+        K, N, d = dataset.n_clients, dataset.n_samples, dataset.n_features
+        self.n_clients, self.n_samples, self.n_features = K, N, d
+        n_rows = np.array([b.X.shape[0] for b in blocks], dtype=np.int64)
+        n_cols = np.array([b.X.shape[1] for b in blocks], dtype=np.int64)
+        nnz = np.array([b.X.nnz for b in blocks], dtype=np.int64)
+        self.row_off = _offsets(n_rows)
+        self.feat_off = _offsets(n_cols)
+        nnz_off = _offsets(nnz)
+        n_hold, n_fh = int(self.row_off[-1]), int(self.feat_off[-1])
+        # one concatenated CSR, filled block by block (no temporary lists of copies)
+        self.data = np.empty(int(nnz_off[-1]), dtype=np.float64)
+        self.indices = np.empty(int(nnz_off[-1]), dtype=np.int32)
+        self.indptr = np.empty(n_hold + 1, dtype=np.int64)
+        self.indptr[-1] = nnz_off[-1]
+        self.hold_sample = np.empty(n_hold, dtype=np.int64)
+        self.hold_client = np.empty(n_hold, dtype=np.int32)
+        self.hold_feat = np.empty(n_fh, dtype=np.int64)
+        self.y = np.empty(n_hold, dtype=np.float64)
+        partial = np.empty(n_hold, dtype=np.float64)
+        for k, b in enumerate(blocks):
+            r0, r1, e0, e1 = self.row_off[k], self.row_off[k + 1], nnz_off[k], nnz_off[k + 1]
+            self.data[e0:e1] = b.X.data
+            self.indices[e0:e1] = b.X.indices
+            if share_storage and b.X.data.dtype == np.float64 and b.X.indices.dtype == np.int32:
+                b.X.data, b.X.indices = self.data[e0:e1], self.indices[e0:e1]
+            self.indptr[r0:r1] = b.X.indptr[:-1] + e0
+            self.hold_sample[r0:r1] = b.sample_ids
+            self.hold_client[r0:r1] = k
+            J = self.hold_feat[self.feat_off[k]:self.feat_off[k + 1]]
+            J[:] = b.feature_ids
+            if share_storage and b.feature_ids.dtype == np.int64:
+                object.__setattr__(b, "feature_ids", J)  # same ids, held once
+            self.y[r0:r1] = b.y
+            partial[r0:r1] = np.asarray(b.X.multiply(b.X).sum(axis=1)).ravel()
+        counts = dataset.holder_counts
+        self.holder_counts = counts
+        self.q = dataset.sq_row_norms[self.hold_sample]
+        if s.rho == "norm":
+            self.rho = np.divide(self.q, partial, out=np.ones_like(self.q), where=partial > 0)
+        else:
+            self.rho = np.ones_like(self.q)
+        self.inv_holders = 1.0 / np.asarray(counts[self.hold_sample], dtype=np.float64)
+        # holders of each sample, in client order
+        self.samp_ptr = _offsets(np.bincount(self.hold_sample, minlength=N))
+        self.samp_hold = np.argsort(self.hold_sample, kind="stable").astype(np.int64)
+        self.local_margins = bool(np.all(counts == 1))
+        # draws
+        streams = _sampling_streams(dataset, s.sampling, self.seed)
+        self.stream_keys = np.array([stream_key(t) for t in streams], dtype=np.uint64)
+        self.H = np.array([s.inner_steps(int(n)) for n in n_rows], dtype=np.int64)
+        self.draw_off = _offsets(self.H)
+        self.drawn = np.zeros(int(self.draw_off[-1]), dtype=np.int64)
+        self.drawn_cnt = np.zeros(K, dtype=np.int64)
+        # state: client copies of alpha (per holding), server's Enc(alpha) (integers), v_k
+        self.alpha_scale = 2.0 ** -(self.frac_bits + s.step_bits)
+        self.frac_scale = 2.0 ** self.frac_bits
+        self.inv_frac_scale = 2.0 ** -self.frac_bits
+        self.alpha_loc = np.zeros(n_hold)
+        self.enc_alpha = np.zeros(N, dtype=np.int64)
+        self.changed_at = np.zeros(N, dtype=np.int64)
+        self.synced_at = np.zeros(K, dtype=np.int64)
+        self.version = 0
+        self.v = np.zeros(n_fh)
+        self.w = np.zeros(d)
+        self.parts = np.zeros(n_hold, dtype=np.int64)
+        # scratch (kept zero or stamped between uses)
+        self.v_new = np.zeros(n_fh if self.backend == "cupy" else 0)  # GPU path only
+        self.upd = np.zeros(n_hold, dtype=np.int64)
+        self.hold_mark = np.zeros(n_hold, dtype=np.int64)
+        # per-thread scratch, one row per Numba thread, sized by the largest client
+        T = numba.config.NUMBA_NUM_THREADS
+        max_rows, max_cols = int(n_rows.max()), int(n_cols.max())
+        self.u = np.zeros((T, max_cols))
+        self.wk = np.zeros((T, max_cols))
+        self.dalpha = np.zeros((T, max_rows))
+        self.cand = np.zeros((T, max_rows), dtype=np.int64)
+        self.perm = np.zeros((T, max_rows), dtype=np.int64)
+        self.buf = np.zeros((T, 3, max_rows if s.line_search else 0))
+        self.mark = np.zeros(N, dtype=np.int64)
+        self.touched = np.zeros(N, dtype=np.int64)
+        self.union = np.zeros(N, dtype=np.int64)
+        self.margin = np.zeros(N, dtype=np.int64)
+        self.enc_delta = np.zeros(N, dtype=np.int64)
+        self.present = np.zeros(N, dtype=np.int64)
+        self.eligible = np.ones(N, dtype=bool)
+        self.err = np.zeros(1, dtype=np.int64)
+
+    # --- views matching the message protocol ---------------------------------------------
+
+    @property
+    def alpha(self):
+        """alpha as the server holds it (decrypted), over all N samples."""
+        return self.enc_alpha * self.alpha_scale
+
+    def client_alpha(self, k):
+        return self.alpha_loc[self.row_off[k]:self.row_off[k + 1]]
+
+    def available(self):
+        return self.participation.available(self.round)
+
+    def _check(self, what):
+        if self.err[0]:
+            self.err[0] = 0
+            raise OverflowError(f"fixed-point overflow: {what} needs more than 62 bits")
+
+    # --- one round ------------------------------------------------------------------------
+
+    def step(self):
+        """Run one outer iteration; return its record (as HyFDCARun.step)."""
+        s, gpu = self.settings, self._gpu
+        avail = np.asarray(self.available(), dtype=np.int64)
+        avail_mask = np.zeros(self.n_clients, dtype=bool)
+        avail_mask[avail] = True
+        full = s.participation == "full"
+        stamp = self.round + 1
+        permuted = s.draw == "permuted"
+        rtc = 2  # local dual method, primal aggregation
+        phase_a = not (full and self.round > 0)
+        start = time.perf_counter()
+        if phase_a:
+            rtc += 1
+            consistent = s.aggregation == "consistent"
+            if consistent:
+                kern.complete_samples(avail_mask, self.samp_ptr, self.samp_hold,
+                                      self.hold_client, self.eligible)
+            kern.round_start(avail, self.round, self.data, self.indices, self.indptr,
+                             self.row_off, self.feat_off, self.hold_sample, self.changed_at,
+                             self.synced_at, self.enc_alpha, self.alpha_scale, self.alpha_loc,
+                             self.version, s.lam_n, self.v, self.eligible, consistent,
+                             self.stream_keys, self.H, permuted, self.draw_off, self.drawn,
+                             self.drawn_cnt, self.cand, self.perm, gpu is None)
+            if gpu is not None:
+                gpu.primal(self, avail, self.alpha_loc, self.v)
+            kern.aggregate_features(self.v, self.hold_feat, self.w)
+        n_union = kern.drawn_union(avail, self.row_off, self.hold_sample, self.draw_off,
+                                   self.drawn, self.drawn_cnt, self.mark, stamp, self.union)
+        if not self.local_margins:
+            rtc += 1
+            if not phase_a:
+                kern.sync_clients(avail, self.row_off, self.hold_sample, self.changed_at,
+                                  self.synced_at, self.enc_alpha, self.alpha_scale,
+                                  self.alpha_loc, self.version)
+            if gpu is None:
+                kern.inner_products(avail, self.data, self.indices, self.indptr, self.row_off,
+                                    self.feat_off, self.hold_feat, self.hold_sample, self.mark,
+                                    stamp, self.w, self.wk, self.frac_scale, self.parts,
+                                    self.err)
+            else:
+                n_req = kern.requested_holdings(avail, self.row_off, self.hold_sample,
+                                                self.mark, stamp, self._requested)
+                gpu.inner_products(self, self._requested[:n_req])
+            kern.sum_parts(self.union, n_union, self.samp_ptr, self.samp_hold, self.parts,
+                           self.margin, self.err)
+            self._check("an inner product")
+        else:
+            kern.sync_clients(avail, self.row_off, self.hold_sample, self.changed_at,
+                              self.synced_at, self.enc_alpha, self.alpha_scale,
+                              self.alpha_loc, self.version)
+        updates = int(self.drawn_cnt[avail].sum())
+        compute_start = time.perf_counter()
+        if gpu is None:
+            kern.local_dual(avail, self.local_margins, self.data, self.indices, self.indptr,
+                            self.row_off, self.feat_off, self.hold_feat, self.hold_sample,
+                            self.y, self.alpha_loc, self.q, self.rho, self.inv_holders,
+                            self.margin, self.inv_frac_scale, self.frac_scale, self.w,
+                            self.wk, self.draw_off, self.drawn, self.drawn_cnt, s.loss_code,
+                            s.lam_n, s.sigma_value, s.smoothing, self.dalpha, self.u,
+                            self.hold_mark, stamp, self.upd, self.err)
+        else:
+            gpu.local_dual(self, avail, stamp)
+        compute = time.perf_counter() - compute_start
+        self._check("a dual update")
+        kern.dual_aggregation(self.union, n_union, avail_mask, self.samp_ptr, self.samp_hold,
+                              self.hold_client, self.hold_mark, stamp, self.upd,
+                              self.enc_delta, self.touched, self.present, self.err)
+        self._check("an aggregated dual update")
+        shares = np.zeros((avail.size, 3))
+        kern.primal_update(avail, self.round, self.data, self.indices, self.indptr,
+                           self.row_off, self.feat_off, self.hold_sample, self.y,
+                           self.alpha_loc, self.enc_delta, self.inv_frac_scale, self.touched,
+                           stamp, self.present, self.n_samples, s.line_search, s.lam_n,
+                           self.v_new, shares, self.buf, full, self.eligible,
+                           self.stream_keys, self.H, permuted, self.draw_off, self.drawn,
+                           self.drawn_cnt, self.cand, self.perm, False)
+        dw = np.empty(self.n_features)
+        if gpu is None:
+            kern.primal_change(avail_mask, self.data, self.indices, self.indptr, self.row_off,
+                               self.feat_off, self.hold_feat, self.alpha_loc, s.lam_n, self.v,
+                               self.wk[0], dw, not s.line_search)
+        else:
+            gpu.primal(self, avail, self.alpha_loc, self.v_new)
+            kern.aggregate_change(self.v_new, self.v, avail_mask, self.feat_off,
+                                  self.hold_feat, dw)
+        g = 1.0
+        if s.line_search:
+            revealed = _masked_sum(shares, self.frac_bits)
+            g = line_search_step(revealed, self.w, dw, s.lam, s.curvature_of_conjugate)
+        m, g = quantize_step(g, s.step_bits)
+        touched_any = kern.apply_step(self.union, n_union, self.touched, stamp,
+                                      self.enc_delta, self.enc_alpha, m, s.step_bits > 0,
+                                      self.changed_at, self.version + 1, self.err)
+        self._check("alpha")
+        if touched_any:
+            self.version += 1
+        if gpu is None:
+            kern.finish_primal(avail, self.data, self.indices, self.indptr, self.row_off,
+                               self.feat_off, self.alpha_loc, s.lam_n, self.v, self.wk, g,
+                               self.synced_at, m == 1 << s.step_bits, self.version,
+                               not s.line_search)
+        else:
+            kern.finish_clients(avail, self.feat_off, self.v, self.v_new, g, self.synced_at,
+                                m == 1 << s.step_bits, self.version)
+        dw *= g  # w + g dw, as the protocol's server computes it, without temporaries
+        self.w += dw
+        self.last_step = g
+        if s.second_inner_product:
+            rtc += 1
+            kern.all_parts(avail, self.data, self.indices, self.indptr, self.row_off,
+                           self.feat_off, self.hold_feat, self.w, self.wk, self.frac_scale,
+                           self.parts, self.err)
+            self._check("an inner product")
+        self.round += 1
+        return dict(round=self.round, available=int(avail.size), step=g, rtc=rtc,
+                    bytes_up=0, bytes_down=0, compute_seconds=compute, updates=updates,
+                    engine_seconds=time.perf_counter() - start,
+                    encrypt=0, decrypt=0, add=0, multiply=0)
+
+    # --- certificate ----------------------------------------------------------------------
+
+    def certificate(self):
+        """(primal at w(alpha), dual at alpha, w(alpha)), as HyFDCARun.certificate."""
+        s = self.settings
+        n_hold = self.alpha_loc.size
+        eval_alpha = np.empty(n_hold)
+        v = np.empty_like(self.v)
+        kern.certificate_primal(self.data, self.indices, self.indptr, self.row_off,
+                                self.feat_off, self.hold_sample, self.changed_at,
+                                self.synced_at, self.enc_alpha, self.alpha_scale,
+                                self.alpha_loc, s.lam_n, eval_alpha, v)
+        w = np.empty(self.n_features)
+        kern.aggregate_features(v, self.hold_feat, w)
+        del v
+        sums = np.empty((self.n_clients, 2))
+        kern.certificate_sums(self.data, self.indices, self.indptr, self.row_off,
+                              self.feat_off, self.hold_feat, self.hold_sample,
+                              self.hold_client, self.samp_ptr, self.samp_hold, self.y,
+                              self.inv_holders, eval_alpha, w, self.wk, self.frac_scale,
+                              self.inv_frac_scale, self.n_samples, s.loss_code, s.smoothing,
+                              np.empty(n_hold, dtype=np.int64),
+                              np.empty(self.n_samples, dtype=np.int64), np.empty(n_hold),
+                              np.empty(n_hold), sums, self.err)
+        self._check("a margin")
+        loss_sum, conj_sum = _masked_sum(sums, self.frac_bits)
+        reg = 0.5 * s.lam * float(w @ w)
+        return reg + loss_sum, -reg + conj_sum, w
+
+
+def _offsets(sizes):
+    out = np.zeros(len(sizes) + 1, dtype=np.int64)
+    np.cumsum(sizes, out=out[1:])
+    return out
+
+
+def _masked_sum(shares, frac_bits):
+    """The server's total of the participants' masked fixed-point shares (one row per
+    client): the masks cancel, so it is the decoded sum of the encoded rows."""
+    rows = shares.shape[0]
+    headroom = int(np.ceil(np.log2(max(rows, 1))))
+    scaled = np.round(np.ldexp(shares, frac_bits))
+    if scaled.size and np.max(np.abs(scaled)) >= 2.0 ** (62 - headroom):
+        raise OverflowError(f"fixed-point overflow: a secure-sum share needs more than "
+                            f"{62 - headroom} bits")
+    total = scaled.astype(np.int64).sum(axis=0)
+    return np.ldexp(total.astype(np.float64), -frac_bits)

@@ -1,0 +1,547 @@
+"""Numba kernels of the batched HyFDCA engine: one call per protocol phase, all clients.
+
+Every client block lives in one concatenated CSR (``indptr`` over all holdings, column
+``indices`` in each client's LOCAL feature coordinates); a holding h is a (client, local
+sample) pair, rows ``row_off[k]:row_off[k+1]`` are client k's; a feature holding is a
+(client, local feature) pair, ``feat_off[k]:feat_off[k+1]`` are client k's. The kernels
+repeat the plaintext protocol's arithmetic operation for operation (client-side floats,
+the fixed-point integers of the plain crypto backend, NumPy's summation order where the
+protocol sums with NumPy), so that both engines give the same bits.
+
+Errors (a fixed-point overflow) cannot be raised inside a parallel loop: kernels set
+``err[0] = 1`` and the caller raises. Per-client scratch (w on J_k, the local correction
+u, dalpha, draw buffers, line-search terms) has one row per chunk of clients: the
+parallel loops run over ``scratch.shape[0]`` chunks (client a goes to chunk a mod C), so
+it is sized by the largest client and never grows with the number of clients. (Not
+``numba.get_thread_id``: kernels using it crash when loaded from the cache.)
+"""
+
+import numpy as np
+from numba import njit, prange
+
+from hyfdca._draws import draw_into
+from solvers._losses import coordinate_step, weighted_objective_sums
+
+_LIMIT = 2.0 ** 62  # the plain backend's codec: |encoded| < 2^max_bits
+
+
+@njit(cache=True, inline="always")
+def _encode(x, scale, err):
+    """round(x 2^f) as int64 (half to even, as np.round), or err on overflow."""
+    r = np.rint(x * scale)
+    if not (abs(r) < _LIMIT):  # also catches NaN
+        err[0] = 1
+        return np.int64(0)
+    return np.int64(r)
+
+
+@njit(cache=True, inline="always")
+def _row_dot(data, indices, indptr, h, wk):
+    """x_h^k . w_k with w_k = w on client k's features in local order (scipy's
+    csr_matvec order)."""
+    s = 0.0
+    for e in range(indptr[h], indptr[h + 1]):
+        s += data[e] * wk[indices[e]]
+    return s
+
+
+@njit(cache=True, inline="always")
+def _gather_w(k, feat_off, hold_feat, w, wk):
+    """wk[:|J_k|] = w on J_k (what the server sends client k)."""
+    f0 = feat_off[k]
+    for c in range(f0, feat_off[k + 1]):
+        wk[c - f0] = w[hold_feat[c]]
+
+
+@njit(cache=True)
+def _block_sum(a, lo, n):
+    """NumPy's pairwise_sum for n <= 128: eight accumulators, then the rest in order."""
+    if n < 8:
+        res = -0.0
+        for i in range(lo, lo + n):
+            res += a[i]
+        return res
+    r0, r1, r2, r3 = a[lo], a[lo + 1], a[lo + 2], a[lo + 3]
+    r4, r5, r6, r7 = a[lo + 4], a[lo + 5], a[lo + 6], a[lo + 7]
+    i = 8
+    while i < n - (n % 8):
+        j = lo + i
+        r0 += a[j]
+        r1 += a[j + 1]
+        r2 += a[j + 2]
+        r3 += a[j + 3]
+        r4 += a[j + 4]
+        r5 += a[j + 5]
+        r6 += a[j + 6]
+        r7 += a[j + 7]
+        i += 8
+    res = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
+    while i < n:
+        res += a[lo + i]
+        i += 1
+    return res
+
+
+@njit(cache=True)
+def pairwise_sum(a, lo, n):
+    """np.sum(a[lo:lo + n]) for float64, bit for bit: NumPy's pairwise summation (halves
+    cut at multiples of 8 down to blocks of 128), without recursion (a recursive kernel
+    crashes when Numba loads it from its cache)."""
+    if n <= 128:
+        return _block_sum(a, lo, n)
+    depth = 128
+    f_lo = np.empty(depth, dtype=np.int64)
+    f_n = np.empty(depth, dtype=np.int64)
+    f_stage = np.empty(depth, dtype=np.int64)
+    vals = np.empty(depth)
+    sp = 0
+    vp = 0
+    f_lo[0], f_n[0], f_stage[0] = lo, n, 0
+    sp = 1
+    while sp > 0:
+        top = sp - 1
+        m = f_n[top]
+        if m <= 128:
+            vals[vp] = _block_sum(a, f_lo[top], m)
+            vp += 1
+            sp -= 1
+            continue
+        n2 = m // 2
+        n2 -= n2 % 8
+        if f_stage[top] == 0:
+            f_stage[top] = 1
+            f_lo[sp], f_n[sp], f_stage[sp] = f_lo[top], n2, 0
+            sp += 1
+        elif f_stage[top] == 1:
+            f_stage[top] = 2
+            f_lo[sp], f_n[sp], f_stage[sp] = f_lo[top] + n2, m - n2, 0
+            sp += 1
+        else:
+            vals[vp - 2] = vals[vp - 2] + vals[vp - 1]
+            vp -= 1
+            sp -= 1
+    return vals[0]
+
+
+@njit(cache=True, inline="always")
+def _sync(k, row_off, hold_sample, changed_at, synced_at, enc_alpha, alpha_scale, alpha_loc,
+          version):
+    """Dual sync of client k: decrypt the alpha_i that changed since its last sync."""
+    for h in range(row_off[k], row_off[k + 1]):
+        i = hold_sample[h]
+        if changed_at[i] > synced_at[k]:
+            alpha_loc[h] = np.float64(enc_alpha[i]) * alpha_scale
+    synced_at[k] = version
+
+
+@njit(cache=True, inline="always")
+def _primal(k, data, indices, indptr, row_off, feat_off, alpha, lam_n, out, base):
+    """out[base:base + |J_k|] = (X^k)^T alpha_k / (lam N) (scipy's csc_matvec order);
+    ``base`` = feat_off[k] (client k's slots of a per-feature-holding array) or 0."""
+    m = feat_off[k + 1] - feat_off[k]
+    for c in range(base, base + m):
+        out[c] = 0.0
+    for h in range(row_off[k], row_off[k + 1]):
+        a = alpha[h]
+        for e in range(indptr[h], indptr[h + 1]):
+            out[base + indices[e]] += data[e] * a
+    for c in range(base, base + m):
+        out[c] = out[c] / lam_n
+
+
+@njit(cache=True, inline="always")
+def _draw(k, round_, row_off, hold_sample, eligible, use_eligible, stream_keys, H, permuted,
+          draw_off, drawn, drawn_cnt, cand, scratch):
+    """Client k's draws of round ``round_`` among its eligible samples (local positions)."""
+    r0 = row_off[k]
+    d0 = draw_off[k]
+    out = drawn[d0:d0 + H[k]]
+    if not use_eligible:  # every sample is a candidate
+        n = row_off[k + 1] - r0
+        draw_into(stream_keys[k], round_, n, H[k], permuted, out, scratch)
+        drawn_cnt[k] = H[k]
+        return
+    n = 0
+    for p in range(row_off[k + 1] - r0):
+        if eligible[hold_sample[r0 + p]]:
+            cand[n] = p
+            n += 1
+    if n == 0:
+        drawn_cnt[k] = 0
+        return
+    draw_into(stream_keys[k], round_, n, H[k], permuted, out, scratch)
+    for t in range(H[k]):
+        out[t] = cand[out[t]]
+    drawn_cnt[k] = H[k]
+
+
+@njit(cache=True, parallel=True)
+def complete_samples(avail_mask, samp_ptr, samp_hold, hold_client, out):
+    """out[i] = every holder of sample i is available (the 'consistent' rule)."""
+    for i in prange(samp_ptr.shape[0] - 1):
+        ok = True
+        for e in range(samp_ptr[i], samp_ptr[i + 1]):
+            if not avail_mask[hold_client[samp_hold[e]]]:
+                ok = False
+        out[i] = ok
+
+
+@njit(cache=True, parallel=True)
+def round_start(avail, round_, data, indices, indptr, row_off, feat_off, hold_sample,
+                changed_at, synced_at, enc_alpha, alpha_scale, alpha_loc, version, lam_n, v,
+                eligible, use_eligible, stream_keys, H, permuted, draw_off, drawn, drawn_cnt,
+                cand, scratch, with_primal):
+    """Phase A for every available client: dual sync, draws, v_k (unless the GPU
+    computes it: ``with_primal`` False)."""
+    chunks = cand.shape[0]
+    for tid in prange(chunks):
+        for a in range(tid, avail.shape[0], chunks):
+            k = avail[a]
+            _sync(k, row_off, hold_sample, changed_at, synced_at, enc_alpha, alpha_scale,
+                  alpha_loc, version)
+            _draw(k, round_, row_off, hold_sample, eligible, use_eligible, stream_keys, H,
+                  permuted, draw_off, drawn, drawn_cnt, cand[tid], scratch[tid])
+            if with_primal:
+                _primal(k, data, indices, indptr, row_off, feat_off, alpha_loc, lam_n, v,
+                        feat_off[k])
+
+
+@njit(cache=True, parallel=True)
+def sync_clients(avail, row_off, hold_sample, changed_at, synced_at, enc_alpha, alpha_scale,
+                 alpha_loc, version):
+    for a in prange(avail.shape[0]):
+        _sync(avail[a], row_off, hold_sample, changed_at, synced_at, enc_alpha, alpha_scale,
+              alpha_loc, version)
+
+
+@njit(cache=True)
+def aggregate_features(v, hold_feat, out):
+    """out = sum_k v_k scattered onto the global features, client after client (the
+    server's w = sum_k v_k, same order of additions)."""
+    out[:] = 0.0
+    for c in range(hold_feat.shape[0]):
+        out[hold_feat[c]] += v[c]
+
+
+@njit(cache=True)
+def aggregate_change(v_new, v, avail_mask, feat_off, hold_feat, out):
+    """dw = sum_k (v_new_k - v_k) client after client, + 0 for absent clients."""
+    out[:] = 0.0
+    for k in range(feat_off.shape[0] - 1):
+        if avail_mask[k]:
+            for c in range(feat_off[k], feat_off[k + 1]):
+                out[hold_feat[c]] += v_new[c] - v[c]
+        else:
+            for c in range(feat_off[k], feat_off[k + 1]):
+                out[hold_feat[c]] += 0.0
+
+
+@njit(cache=True)
+def drawn_union(avail, row_off, hold_sample, draw_off, drawn, drawn_cnt, mark, stamp, union):
+    """The distinct samples drawn by the available clients (stamped ``mark[i] = stamp``);
+    returns how many were written to ``union``."""
+    n = 0
+    for a in range(avail.shape[0]):
+        k = avail[a]
+        d0 = draw_off[k]
+        for t in range(drawn_cnt[k]):
+            i = hold_sample[row_off[k] + drawn[d0 + t]]
+            if mark[i] != stamp:
+                mark[i] = stamp
+                union[n] = i
+                n += 1
+    return n
+
+
+@njit(cache=True, parallel=True)
+def inner_products(avail, data, indices, indptr, row_off, feat_off, hold_feat, hold_sample,
+                   mark, stamp, w, wk, frac_scale, parts, err):
+    """SecureInnerProduct, client side: every available client encodes x_i^k . w for its
+    samples in the round's union (``mark[i] == stamp``)."""
+    chunks = wk.shape[0]
+    for tid in prange(chunks):
+        for a in range(tid, avail.shape[0], chunks):
+            k = avail[a]
+            wt = wk[tid]
+            _gather_w(k, feat_off, hold_feat, w, wt)
+            for h in range(row_off[k], row_off[k + 1]):
+                if mark[hold_sample[h]] == stamp:
+                    parts[h] = _encode(_row_dot(data, indices, indptr, h, wt), frac_scale, err)
+
+
+@njit(cache=True)
+def requested_holdings(avail, row_off, hold_sample, mark, stamp, out):
+    """The holdings whose parts the available clients send (samples in the union);
+    returns how many were written to ``out`` (for the GPU kernel)."""
+    n = 0
+    for a in range(avail.shape[0]):
+        k = avail[a]
+        for h in range(row_off[k], row_off[k + 1]):
+            if mark[hold_sample[h]] == stamp:
+                out[n] = h
+                n += 1
+    return n
+
+
+@njit(cache=True, parallel=True)
+def sum_parts(union, n_union, samp_ptr, samp_hold, parts, margin, err):
+    """SecureInnerProduct, server side: Enc(x_i . w) = sum over all holders of their
+    latest parts (stale ones of absent holders included)."""
+    for u in prange(n_union):
+        i = union[u]
+        total = np.int64(0)
+        for e in range(samp_ptr[i], samp_ptr[i + 1]):
+            total += parts[samp_hold[e]]
+        if not (abs(np.float64(total)) < _LIMIT):
+            err[0] = 1
+        margin[i] = total
+
+
+@njit(cache=True, parallel=True)
+def local_dual(avail, local_margins, data, indices, indptr, row_off, feat_off, hold_feat,
+               hold_sample, y, alpha_loc, q, rho, inv_holders, margin, inv_frac_scale,
+               frac_scale, w, wk, draw_off, drawn, drawn_cnt, code, lam_n, sigma, smoothing,
+               dalpha, u, hold_mark, stamp, upd, err):
+    """LocalDualMethod of every available client, then its Enc(dalpha_i / |C_i|)."""
+    chunks = wk.shape[0]
+    for tid in prange(chunks):
+        for a in range(tid, avail.shape[0], chunks):
+            k = avail[a]
+            wt = wk[tid]
+            ut = u[tid]
+            dt = dalpha[tid]
+            r0 = row_off[k]
+            d0 = draw_off[k]
+            if local_margins:
+                _gather_w(k, feat_off, hold_feat, w, wt)
+            for t in range(drawn_cnt[k]):
+                p = drawn[d0 + t]
+                h = r0 + p
+                if local_margins:
+                    z = _row_dot(data, indices, indptr, h, wt)
+                else:
+                    z = np.float64(margin[hold_sample[h]]) * inv_frac_scale
+                start = indptr[h]
+                end = indptr[h + 1]
+                corr = 0.0
+                for e in range(start, end):
+                    corr += data[e] * ut[indices[e]]
+                z_local = z + rho[h] * sigma * corr
+                s = sigma * q[h] / lam_n
+                delta = coordinate_step(code, alpha_loc[h] + dt[p], z_local, y[h], s, smoothing)
+                if delta != 0.0:
+                    dt[p] += delta
+                    step = delta / lam_n
+                    for e in range(start, end):
+                        ut[indices[e]] += data[e] * step
+            for t in range(drawn_cnt[k]):
+                p = drawn[d0 + t]
+                h = r0 + p
+                if hold_mark[h] != stamp:
+                    hold_mark[h] = stamp
+                    upd[h] = _encode(dt[p] * inv_holders[h], frac_scale, err)
+                for e in range(indptr[h], indptr[h + 1]):
+                    ut[indices[e]] = 0.0
+            for t in range(drawn_cnt[k]):
+                dt[drawn[d0 + t]] = 0.0
+
+
+@njit(cache=True, parallel=True)
+def dual_aggregation(union, n_union, avail_mask, samp_ptr, samp_hold, hold_client, hold_mark,
+                     stamp, upd, enc_delta, touched, present, err):
+    """enc_delta_i = sum of the holders' encoded updates; touched_i; present holders."""
+    for x in prange(n_union):
+        i = union[x]
+        total = np.int64(0)
+        hit = False
+        count = 0
+        for e in range(samp_ptr[i], samp_ptr[i + 1]):
+            h = samp_hold[e]
+            if avail_mask[hold_client[h]]:
+                count += 1
+            if hold_mark[h] == stamp:
+                total += upd[h]
+                hit = True
+        if not (abs(np.float64(total)) < _LIMIT):
+            err[0] = 1
+        enc_delta[i] = total
+        present[i] = count
+        touched[i] = stamp if hit else touched[i]
+
+
+@njit(cache=True, parallel=True)
+def primal_update(avail, round_, data, indices, indptr, row_off, feat_off, hold_sample, y,
+                  alpha_loc, enc_delta, inv_frac_scale, touched, stamp, present, n_samples,
+                  line_search, lam_n, v_new, shares, buf, predraw, eligible, stream_keys, H,
+                  permuted, draw_off, drawn, drawn_cnt, cand, scratch, with_primal):
+    """Phase D for every available client: alpha += delta, line-search shares, the
+    tentative v_k and (full participation) next round's draws."""
+    chunks = cand.shape[0]
+    for tid in prange(chunks):
+        for a in range(tid, avail.shape[0], chunks):
+            k = avail[a]
+            bt = buf[tid]
+            r0 = row_off[k]
+            n = 0
+            for h in range(r0, row_off[k + 1]):
+                i = hold_sample[h]
+                if touched[i] == stamp:
+                    before = alpha_loc[h]
+                    alpha_loc[h] = before + np.float64(enc_delta[i]) * inv_frac_scale
+                    if line_search:
+                        d = alpha_loc[h] - before
+                        weight = 1.0 / np.float64(present[i] * n_samples)
+                        bt[0, n] = weight * y[h] * d
+                        bt[1, n] = weight * before * d
+                        bt[2, n] = weight * d * d
+                    n += 1
+            if line_search:
+                for j in range(3):
+                    shares[a, j] = pairwise_sum(bt[j], 0, n)
+            if with_primal:
+                _primal(k, data, indices, indptr, row_off, feat_off, alpha_loc, lam_n, v_new,
+                        feat_off[k])
+            if predraw:
+                _draw(k, round_ + 1, row_off, hold_sample, eligible, False, stream_keys, H,
+                      permuted, draw_off, drawn, drawn_cnt, cand[tid], scratch[tid])
+
+
+@njit(cache=True)
+def apply_step(union, n_union, touched, stamp, enc_delta, enc_alpha, m, multiply, changed_at,
+               version, err):
+    """Enc(alpha_i) += m Enc(dalpha_i) (or + Enc(dalpha_i)) on touched samples; mark them
+    changed at ``version``. Returns whether any sample was touched."""
+    any_touched = False
+    for x in range(n_union):
+        i = union[x]
+        if touched[i] != stamp:
+            continue
+        any_touched = True
+        if m != 0:
+            step = enc_delta[i]
+            if multiply:
+                if not (abs(np.float64(step) * np.float64(m)) < _LIMIT):
+                    err[0] = 1
+                step = step * m
+            total = enc_alpha[i] + step
+            if not (abs(np.float64(total)) < _LIMIT):
+                err[0] = 1
+            enc_alpha[i] = total
+        changed_at[i] = version
+    return any_touched
+
+
+@njit(cache=True)
+def primal_change(avail_mask, data, indices, indptr, row_off, feat_off, hold_feat, alpha,
+                  lam_n, v, vt, out, unit_step):
+    """dw = sum_k (v_tent_k - v_k) client after client, the tentative
+    v_tent_k = (X^k)^T alpha_k / (lam N) computed into the scratch row ``vt``
+    (recomputed by ``finish_primal`` rather than stored: no per-feature-holding copy).
+
+    The protocol's server also adds 0 for every absent client; that is skipped here: it
+    could only turn a -0.0 partial sum into +0.0, and no term v_tent - v is ever -0.0 (v
+    and v_tent start from +0.0 sums and x - x = +0.0), so no partial sum is either.
+
+    ``unit_step`` (no line search: g = 1 is known before dw): also apply
+    v_k += 1.0 (v_tent_k - v_k) here, so that ``finish_primal`` need not recompute."""
+    out[:] = 0.0
+    for k in range(feat_off.shape[0] - 1):
+        if avail_mask[k]:
+            f0 = feat_off[k]
+            _primal(k, data, indices, indptr, row_off, feat_off, alpha, lam_n, vt, 0)
+            for c in range(f0, feat_off[k + 1]):
+                d = vt[c - f0] - v[c]
+                out[hold_feat[c]] += d
+                if unit_step:
+                    v[c] = v[c] + 1.0 * d
+
+
+@njit(cache=True, parallel=True)
+def finish_primal(avail, data, indices, indptr, row_off, feat_off, alpha, lam_n, v, vt, g,
+                  synced_at, full_step, version, unit_step):
+    """v_k += g (v_tent_k - v_k) for the available clients (v_tent_k recomputed; already
+    done by ``primal_change`` for a ``unit_step``)."""
+    chunks = vt.shape[0]
+    for tid in prange(chunks):
+        for a in range(tid, avail.shape[0], chunks):
+            k = avail[a]
+            if not unit_step:
+                f0 = feat_off[k]
+                row = vt[tid]
+                _primal(k, data, indices, indptr, row_off, feat_off, alpha, lam_n, row, 0)
+                for c in range(f0, feat_off[k + 1]):
+                    v[c] = v[c] + g * (row[c - f0] - v[c])
+            if full_step:
+                synced_at[k] = version
+
+
+@njit(cache=True, parallel=True)
+def finish_clients(avail, feat_off, v, v_new, g, synced_at, full_step, version):
+    for a in prange(avail.shape[0]):
+        k = avail[a]
+        for c in range(feat_off[k], feat_off[k + 1]):
+            v[c] = v[c] + g * (v_new[c] - v[c])
+        if full_step:
+            synced_at[k] = version
+
+
+@njit(cache=True, parallel=True)
+def all_parts(avail, data, indices, indptr, row_off, feat_off, hold_feat, w, wk, frac_scale,
+              parts, err):
+    """Second SecureInnerProduct: fresh parts for every sample of the available clients."""
+    chunks = wk.shape[0]
+    for tid in prange(chunks):
+        for a in range(tid, avail.shape[0], chunks):
+            k = avail[a]
+            wt = wk[tid]
+            _gather_w(k, feat_off, hold_feat, w, wt)
+            for h in range(row_off[k], row_off[k + 1]):
+                parts[h] = _encode(_row_dot(data, indices, indptr, h, wt), frac_scale, err)
+
+
+@njit(cache=True, parallel=True)
+def certificate_primal(data, indices, indptr, row_off, feat_off, hold_sample, changed_at,
+                       synced_at, enc_alpha, alpha_scale, alpha_loc, lam_n, eval_alpha, v):
+    """Every client: alpha at the server's values (not committed), v_k."""
+    for k in prange(row_off.shape[0] - 1):
+        for h in range(row_off[k], row_off[k + 1]):
+            i = hold_sample[h]
+            if changed_at[i] > synced_at[k]:
+                eval_alpha[h] = np.float64(enc_alpha[i]) * alpha_scale
+            else:
+                eval_alpha[h] = alpha_loc[h]
+        _primal(k, data, indices, indptr, row_off, feat_off, eval_alpha, lam_n, v,
+                feat_off[k])
+
+
+@njit(cache=True, parallel=True)
+def certificate_sums(data, indices, indptr, row_off, feat_off, hold_feat, hold_sample,
+                     hold_client, samp_ptr, samp_hold, y, inv_holders, eval_alpha, w, wk,
+                     frac_scale, inv_frac_scale, n_samples, code, smoothing, parts, margin, z,
+                     weight, out, err):
+    """Every margin by secure inner product, then each client's (loss, conjugate) sums."""
+    K = row_off.shape[0] - 1
+    chunks = wk.shape[0]
+    for tid in prange(chunks):
+        for k in range(tid, K, chunks):
+            wt = wk[tid]
+            _gather_w(k, feat_off, hold_feat, w, wt)
+            for h in range(row_off[k], row_off[k + 1]):
+                parts[h] = _encode(_row_dot(data, indices, indptr, h, wt), frac_scale, err)
+    for i in prange(samp_ptr.shape[0] - 1):
+        total = np.int64(0)
+        for e in range(samp_ptr[i], samp_ptr[i + 1]):
+            total += parts[samp_hold[e]]
+        if not (abs(np.float64(total)) < _LIMIT):
+            err[0] = 1
+        margin[i] = total
+    for k in prange(K):
+        r0 = row_off[k]
+        r1 = row_off[k + 1]
+        for h in range(r0, r1):
+            z[h] = np.float64(margin[hold_sample[h]]) * inv_frac_scale
+            weight[h] = inv_holders[h] / n_samples
+        loss, conj = weighted_objective_sums(code, z[r0:r1], y[r0:r1], eval_alpha[r0:r1],
+                                             weight[r0:r1], smoothing)
+        out[k, 0] = loss
+        out[k, 1] = conj

@@ -1,0 +1,97 @@
+"""Index draws of HyFDCA clients: a counter-based generator shared by both engines.
+
+Client k draws its H local sample positions of round t from a SplitMix64 stream keyed
+by (its stream tuple, t): the message protocol (one call per client) and the batched
+engine (all clients inside one Numba kernel) run the same code, so they draw the same
+indices, and a key costs a few integer operations instead of a NumPy Generator (building
+5,000 Generators per round would cost more than the rest of a round).
+
+``draw="random"``: H independent uniform positions. ``draw="permuted"``: successive
+random permutations of the candidates (forward Fisher-Yates), concatenated and cut to H,
+so every candidate is drawn once per pass.
+"""
+
+import numpy as np
+from numba import njit
+
+_GAMMA = np.uint64(0x9E3779B97F4A7C15)
+_M1 = np.uint64(0xBF58476D1CE4E5B9)
+_M2 = np.uint64(0x94D049BB133111EB)
+_S30 = np.uint64(30)
+_S27 = np.uint64(27)
+_S31 = np.uint64(31)
+_S11 = np.uint64(11)
+_TWO_M53 = 2.0 ** -53
+_MASK64 = (1 << 64) - 1
+
+
+@njit(cache=True)
+def _mix(z):
+    z = (z ^ (z >> _S30)) * _M1
+    z = (z ^ (z >> _S27)) * _M2
+    return z ^ (z >> _S31)
+
+
+@njit(cache=True)
+def round_key(stream_key, round_):
+    """The key of one client's draws in round ``round_``."""
+    return _mix(stream_key + _GAMMA * np.uint64(round_ + 1))
+
+
+@njit(cache=True)
+def _below(state, n):
+    """(next state, a uniform integer in [0, n))."""
+    state = state + _GAMMA
+    u = np.float64(_mix(state) >> _S11) * _TWO_M53
+    j = np.int64(u * n)
+    return state, min(j, n - 1)
+
+
+@njit(cache=True)
+def draw_into(stream_key, round_, n, H, permuted, out, scratch):
+    """Write H positions in [0, n) into ``out[:H]`` (``scratch``: n int64 slots), for
+    the stream key ``stream_key`` (uint64) in round ``round_``."""
+    state = round_key(stream_key, round_)
+    if not permuted:
+        for t in range(H):
+            state, out[t] = _below(state, n)
+        return
+    filled = 0
+    while filled < H:
+        need = min(n, H - filled)
+        for i in range(n):
+            scratch[i] = i
+        for i in range(min(need, n - 1)):
+            state, j = _below(state, n - i)
+            j += i
+            tmp = scratch[i]
+            scratch[i] = scratch[j]
+            scratch[j] = tmp
+        for i in range(need):
+            out[filled + i] = scratch[i]
+        filled += need
+
+
+def _mix_int(z):
+    """_mix on a Python int (mod 2^64)."""
+    z = ((z ^ (z >> 30)) * int(_M1)) & _MASK64
+    z = ((z ^ (z >> 27)) * int(_M2)) & _MASK64
+    return z ^ (z >> 31)
+
+
+def stream_key(stream):
+    """uint64 key of a stream tuple such as (seed, 1, group) (folded with SplitMix64)."""
+    key = 0
+    for value in stream:
+        key = _mix_int((key + int(_GAMMA) + (int(value) & _MASK64)) & _MASK64)
+    return np.uint64(key)
+
+
+def draw_positions(stream, round_, n, H, permuted):
+    """H positions in [0, n) for the stream tuple ``stream`` in round ``round_``."""
+    out = np.empty(H, dtype=np.int64)
+    if n == 0:
+        return out[:0]
+    draw_into(stream_key(stream), round_, n, H, permuted, out,
+              np.empty(n if permuted else 0, dtype=np.int64))
+    return out

@@ -1,0 +1,241 @@
+"""Batched engine: the message protocol's iterates bit for bit, without dense N x d arrays."""
+
+import tracemalloc
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from hyfdca import partition as P
+from hyfdca._batched import BatchedHyFDCA
+from hyfdca._batched_kernels import pairwise_sum
+from hyfdca._draws import draw_positions
+from hyfdca._protocol import HyFDCARun, run_hyfdca
+from hyfdca._settings import HyFDCASettings
+
+LAM = 0.05
+
+
+@pytest.fixture(scope="module")
+def small(cancer):
+    X, y = cancer
+    return X[:240], y[:240]
+
+
+@pytest.fixture(scope="module")
+def digits_binary():
+    from sklearn.datasets import load_digits
+    X, y = load_digits(return_X_y=True)
+    return X[:300] / 16.0, np.where(y[:300] % 2 == 0, 1.0, -1.0)
+
+
+def partitions(X, y):
+    return {
+        "horizontal": P.horizontal(X, y, 3),
+        "vertical": P.vertical(X, y, 3),
+        "hybrid": P.hybrid_grid(X, y, 3, 3),
+        "dealt": P.partition_from_spec(X, y, "dealt:2x3", seed=2),
+        "explicit-overlapping": P.from_blocks(X, y, [(range(130), range(20)),
+                                                     (range(110, 240), range(30)),
+                                                     (range(240), range(15, 30))]),
+    }
+
+
+def assert_same_run(fed, settings, rounds=5, seed=1, frac_bits=32, moves=True):
+    """Step both engines side by side; every round: step, server alpha (integers), each
+    client's alpha, w; at the end the certificate."""
+    a = HyFDCARun(fed, settings, seed=seed, frac_bits=frac_bits)
+    b = BatchedHyFDCA(fed, settings, seed=seed, frac_bits=frac_bits)
+    moved = False
+    for t in range(rounds):
+        ra, rb = a.step(), b.step()
+        assert (ra["step"], ra["available"], ra["rtc"]) == (rb["step"], rb["available"],
+                                                            rb["rtc"]), t
+        np.testing.assert_array_equal(b.enc_alpha, a.server.enc_alpha.payload, err_msg=str(t))
+        np.testing.assert_array_equal(b.w, a.server.w, err_msg=f"w, round {t}")
+        for k, client in enumerate(a.clients):
+            np.testing.assert_array_equal(b.client_alpha(k), client.alpha)
+        moved |= bool(np.any(b.enc_alpha))
+    assert moved == moves  # the comparison saw iterates that move
+    pa, pb = a.certificate(), b.certificate()
+    assert pa[:2] == pb[:2]
+    np.testing.assert_array_equal(pa[2], pb[2])
+
+
+@pytest.mark.parametrize("name", ["horizontal", "vertical", "hybrid", "dealt",
+                                  "explicit-overlapping"])
+@pytest.mark.parametrize("participation, variant, aggregation", [
+    ("full", "auto", None), ("full", "paper", None), ("fraction", "auto", None),
+    ("fraction", "combined", "consistent"), ("cyclic", "rho", None),
+    ("fraction", "line-search", None)])
+def test_bit_identical_to_the_message_protocol(small, name, participation, variant,
+                                               aggregation):
+    settings = HyFDCASettings.from_variant(variant, lam=LAM, H=30, participation=participation,
+                                           fraction=0.6, aggregation=aggregation)
+    # consistent rule on vertical data with 2 of 3 clients: no sample is ever complete
+    moves = not (name == "vertical" and aggregation == "consistent")
+    assert_same_run(partitions(*small)[name], settings, moves=moves)
+
+
+@pytest.mark.parametrize("loss", ["squared", "smoothed_hinge", "squared_hinge", "logistic"])
+def test_bit_identical_for_every_loss(small, loss):
+    X, y = small
+    line_search = loss != "logistic"
+    settings = HyFDCASettings.from_variant("rho", loss=loss, lam=LAM, H=25,
+                                           line_search=line_search)
+    assert_same_run(P.hybrid_grid(X, y, 2, 2), settings)
+
+
+@pytest.mark.parametrize("overrides", [
+    dict(sampling="independent", draw="random"), dict(second_inner_product=True),
+    dict(variant="sigma-safe", participation="fraction", fraction=0.5),
+    dict(variant="paper", participation="cyclic", fraction=0.3, iic=0.2)])
+def test_bit_identical_options(small, overrides):
+    X, y = small
+    overrides = dict(dict(variant="auto", lam=LAM, H=20), **overrides)
+    if "iic" in overrides:
+        overrides.pop("H")
+    settings = HyFDCASettings.from_variant(overrides.pop("variant"), **overrides)
+    assert_same_run(P.hybrid_grid(X, y, 3, 2), settings)
+
+
+@pytest.mark.parametrize("frac_bits", [20, 50])
+def test_bit_identical_at_other_precisions(small, frac_bits):
+    X, y = small
+    settings = HyFDCASettings.from_variant("auto", lam=LAM, H=30, participation="fraction",
+                                           fraction=0.5)
+    assert_same_run(P.hybrid_grid(X, y, 3, 2), settings, frac_bits=frac_bits)
+
+
+@pytest.mark.parametrize("participation", ["full", "fraction"])
+def test_bit_identical_on_image_quadrants(digits_binary, participation):
+    X, y = digits_binary
+    fed = P.partition_from_spec(X, y, "quadrants:12", image_shape=(8, 8), seed=0)
+    settings = HyFDCASettings.from_variant("auto", lam=LAM, participation=participation,
+                                           fraction=0.5)
+    assert_same_run(fed, settings, rounds=4)
+
+
+def test_run_hyfdca_engines_agree(small):
+    X, y = small
+    fed = P.hybrid_grid(X, y, 2, 2)
+    settings = HyFDCASettings.from_variant("auto", lam=LAM, H=30)
+    a, ha = run_hyfdca(fed, settings, max_rounds=6, eval_every=2, seed=5)
+    b, hb = run_hyfdca(fed, settings, max_rounds=6, eval_every=2, seed=5, engine="batched")
+    assert ha.evaluations == hb.evaluations
+    assert [r["rtc"] for r in ha.rounds] == [r["rtc"] for r in hb.rounds]
+    np.testing.assert_array_equal(a.model, b.model)
+
+
+def test_refuses_what_it_does_not_replicate(small):
+    X, y = small
+    fed = P.hybrid_grid(X, y, 2, 2)
+    with pytest.raises(ValueError, match="logistic loss with the line search"):
+        BatchedHyFDCA(fed, HyFDCASettings.from_variant("auto", loss="logistic", lam=LAM, H=5))
+    settings = HyFDCASettings.from_variant("auto", lam=LAM, H=5)
+    with pytest.raises(ValueError, match="crypto='plain'"):
+        run_hyfdca(fed, settings, max_rounds=1, crypto="mask", engine="batched")
+    with pytest.raises(ValueError, match="engine must be one of"):
+        run_hyfdca(fed, settings, max_rounds=1, engine="fast")
+    with pytest.raises(ValueError, match="backend must be one of"):
+        BatchedHyFDCA(fed, settings, backend="tpu")
+
+
+def test_bit_identical_with_an_empty_sample(small):
+    """q_i = 0 (a sample with no non-zero feature): the hinge step takes its maximiser."""
+    X, y = small
+    Xz = X.copy()
+    Xz[7] = 0.0
+    assert_same_run(P.hybrid_grid(Xz, y, 2, 2), HyFDCASettings.from_variant("auto", lam=LAM,
+                                                                            H=30))
+
+
+def test_overflow_is_an_error_that_says_diverged(small):
+    X, y = small
+    settings = HyFDCASettings.from_variant("paper", loss="squared", lam=1e-3, H=200)
+    with pytest.raises(OverflowError, match="diverged"):
+        run_hyfdca(P.hybrid_grid(X, y, 3, 3), settings, max_rounds=300, eval_every=1000,
+                   engine="batched")
+
+
+def _cupy_or_skip():
+    try:
+        import cupy
+        if cupy.cuda.runtime.getDeviceCount() < 1:
+            raise RuntimeError("no device")
+    except Exception as err:  # ImportError, CUDA driver errors
+        pytest.skip(f"backend='cupy' tests need CuPy and a CUDA GPU ({type(err).__name__}: "
+                    f"{err})")
+
+
+@pytest.mark.parametrize("name", ["horizontal", "hybrid", "explicit-overlapping"])
+@pytest.mark.parametrize("participation", ["full", "fraction"])
+def test_cupy_backend_gives_the_same_bits(small, name, participation):
+    _cupy_or_skip()
+    fed = partitions(*small)[name]
+    settings = HyFDCASettings.from_variant("auto", lam=LAM, H=30, participation=participation,
+                                           fraction=0.6)
+    a = BatchedHyFDCA(fed, settings, seed=2)
+    b = BatchedHyFDCA(fed, settings, seed=2, backend="cupy")
+    for t in range(5):
+        assert a.step()["step"] == b.step()["step"]
+        np.testing.assert_array_equal(a.enc_alpha, b.enc_alpha, err_msg=str(t))
+        np.testing.assert_array_equal(a.w, b.w, err_msg=str(t))
+
+
+def test_cupy_backend_says_what_it_needs(small):
+    try:
+        import cupy  # noqa: F401
+    except ImportError:
+        X, y = small
+        settings = HyFDCASettings.from_variant("auto", lam=LAM, H=5)
+        with pytest.raises(ImportError, match="needs CuPy and a CUDA GPU"):
+            BatchedHyFDCA(P.hybrid_grid(X, y, 2, 2), settings, backend="cupy")
+    else:
+        pytest.skip("CuPy is installed: the missing-CuPy error cannot be shown here")
+
+
+def test_draws_are_passes_of_permutations_and_reproducible():
+    a = draw_positions((3, 1, 0), 7, 10, 25, permuted=True)
+    for start in (0, 10):
+        assert sorted(a[start:start + 10]) == list(range(10))
+    assert np.array_equal(a, draw_positions((3, 1, 0), 7, 10, 25, permuted=True))
+    assert not np.array_equal(a, draw_positions((3, 1, 0), 8, 10, 25, permuted=True))
+    counts = np.bincount(draw_positions((0, 2, 4), 0, 5, 5000, permuted=False), minlength=5)
+    assert counts.min() > 900  # uniform: about 1000 each
+
+
+@pytest.mark.parametrize("n", [0, 1, 7, 8, 9, 128, 129, 1000, 4099])
+def test_pairwise_sum_is_numpy_sum(n):
+    rng = np.random.default_rng(n)
+    a = rng.normal(size=n + 3) * 10.0 ** rng.uniform(-5, 5, size=n + 3)  # rounding matters
+    assert pairwise_sum(a, 3, n) == np.sum(a[3:3 + n])
+
+
+def test_no_dense_n_by_d_d_by_k_or_n_by_k_state():
+    """A 10x10 grid on 2,000 x 5,000 data with 20,000 non-zeros (N d = 10^7, d K = 5 10^5,
+    N K = 2 10^5): every engine array is at most a few times the holdings (client-sample
+    and client-feature pairs), and a round allocates little beyond the engine's state."""
+    rng = np.random.default_rng(0)
+    N, d = 2000, 5000
+    X = sp.random(N, d, density=0.002, random_state=rng, format="csr")
+    y = np.where(rng.random(N) < 0.5, 1.0, -1.0)
+    fed = P.hybrid_grid(X, y, 10, 10)
+    K = fed.n_clients
+    settings = HyFDCASettings.from_variant("auto", lam=1e-3, H=50)
+    warm = BatchedHyFDCA(fed, settings)  # load the compiled kernels outside the trace
+    warm.step(), warm.step(), warm.certificate()
+    del warm
+    tracemalloc.start()
+    run = BatchedHyFDCA(fed, settings)
+    for _ in range(3):
+        run.step()
+    run.certificate()
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    arrays = [value for value in vars(run).values() if isinstance(value, np.ndarray)]
+    limit = 3 * (max(X.nnz, run.alpha_loc.size, run.v.size, N, d) + 1)  # buf: 3 x holdings
+    assert limit < min(N * d, d * K, N * K)
+    assert max(a.size for a in arrays) <= limit
+    state = sum(a.nbytes for a in arrays)
+    assert peak < 1.5 * state
