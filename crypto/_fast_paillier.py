@@ -36,9 +36,9 @@ import gmpy2
 import numpy as np
 
 from crypto._fixed_point import FixedPoint
-from crypto._interface import CiphertextError, Evaluator, KeyHolder, OpCounts
-from crypto._paillier import (DEFAULT_KEYSIZE, check_ciphertexts, check_key_size,
-                              object_array, power)
+from crypto._interface import CiphertextError, KeyHolder, OpCounts
+from crypto._paillier import (DEFAULT_KEYSIZE, PaillierArithmetic, check_ciphertexts,
+                              check_key_size, object_array)
 
 WINDOW_BITS = 8
 _ids = itertools.count()
@@ -129,27 +129,14 @@ def _decrypt_chunk(cs):
     return [private.decrypt(c) for c in cs]
 
 
-class FastPaillierEvaluator(Evaluator):
+class FastPaillierEvaluator(PaillierArithmetic):
     """Server side: n, n^2 and the slot layout; no factor of n."""
 
     def __init__(self, n, slots, slot_bits, counts):
-        super().__init__(f"fast-paillier-{int(n) % 10**12:012d}-{next(_ids)}", counts)
-        self._n = gmpy2.mpz(n)
-        self._nsq = self._n ** 2
+        super().__init__(f"fast-paillier-{int(n) % 10**12:012d}-{next(_ids)}", n, counts)
         self.slots, self.slot_bits = int(slots), int(slot_bits)
-        self.capacity = int(self._n // 3) if self.slots == 1 else 1 << (self.slot_bits - 2)
-        self.nbytes_per_value = (self._nsq.bit_length() + 7) // 8
-
-    def _zeros(self, n):
-        return object_array(gmpy2.mpz(1) for _ in range(n))
-
-    def _add(self, p, q):
-        nsq = self._nsq
-        return object_array(a * b % nsq for a, b in zip(p, q))
-
-    def _multiply(self, p, m):
-        nsq = self._nsq
-        return object_array(power(c, k, nsq) for c, k in zip(p, m))
+        if self.slots > 1:
+            self.capacity = 1 << (self.slot_bits - 2)
 
 
 class FastPaillierKeyHolder(KeyHolder):

@@ -81,12 +81,14 @@ def power(c, k, nsq):
     return gmpy2.powmod(c, k, nsq)
 
 
-class PaillierEvaluator(Evaluator):
-    def __init__(self, public_key, counts):
-        super().__init__(f"paillier-{public_key.n % 10**12:012d}", counts)
-        self.public_key = public_key
-        self._nsq = gmpy2.mpz(public_key.nsquare)
-        self._n = gmpy2.mpz(public_key.n)
+class PaillierArithmetic(Evaluator):
+    """Server-side Paillier arithmetic mod n^2, shared by both Paillier backends:
+    Enc(a) Enc(b) = Enc(a + b), Enc(a)^k = Enc(k a); capacity n/3 per value."""
+
+    def __init__(self, key_id, n, counts):
+        super().__init__(key_id, counts)
+        self._n = gmpy2.mpz(n)
+        self._nsq = self._n ** 2
         self.capacity = int(self._n // 3)
         self.nbytes_per_value = (self._nsq.bit_length() + 7) // 8
 
@@ -100,6 +102,12 @@ class PaillierEvaluator(Evaluator):
     def _multiply(self, p, m):
         nsq = self._nsq
         return object_array(power(c, k, nsq) for c, k in zip(p, m))
+
+
+class PaillierEvaluator(PaillierArithmetic):
+    def __init__(self, public_key, counts):
+        super().__init__(f"paillier-{public_key.n % 10**12:012d}", public_key.n, counts)
+        self.public_key = public_key
 
 
 class PaillierKeyHolder(KeyHolder):
