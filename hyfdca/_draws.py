@@ -14,35 +14,24 @@ so every candidate is drawn once per pass.
 import numpy as np
 from numba import njit
 
-_GAMMA = np.uint64(0x9E3779B97F4A7C15)
-_M1 = np.uint64(0xBF58476D1CE4E5B9)
-_M2 = np.uint64(0x94D049BB133111EB)
-_S30 = np.uint64(30)
-_S27 = np.uint64(27)
-_S31 = np.uint64(31)
+from solvers._random import GAMMA, MUL1, MUL2, mix64
+
 _S11 = np.uint64(11)
 _TWO_M53 = 2.0 ** -53
 _MASK64 = (1 << 64) - 1
 
 
 @njit(cache=True)
-def _mix(z):
-    z = (z ^ (z >> _S30)) * _M1
-    z = (z ^ (z >> _S27)) * _M2
-    return z ^ (z >> _S31)
-
-
-@njit(cache=True)
 def round_key(stream_key, round_):
     """The key of one client's draws in round ``round_``."""
-    return _mix(stream_key + _GAMMA * np.uint64(round_ + 1))
+    return mix64(stream_key + GAMMA * np.uint64(round_ + 1))
 
 
 @njit(cache=True)
 def _below(state, n):
     """(next state, a uniform integer in [0, n))."""
-    state = state + _GAMMA
-    u = np.float64(_mix(state) >> _S11) * _TWO_M53
+    state = state + GAMMA
+    u = np.float64(mix64(state) >> _S11) * _TWO_M53
     j = np.int64(u * n)
     return state, min(j, n - 1)
 
@@ -73,9 +62,9 @@ def draw_into(stream_key, round_, n, H, permuted, out, scratch):
 
 
 def _mix_int(z):
-    """_mix on a Python int (mod 2^64)."""
-    z = ((z ^ (z >> 30)) * int(_M1)) & _MASK64
-    z = ((z ^ (z >> 27)) * int(_M2)) & _MASK64
+    """mix64 on a Python int (mod 2^64)."""
+    z = ((z ^ (z >> 30)) * int(MUL1)) & _MASK64
+    z = ((z ^ (z >> 27)) * int(MUL2)) & _MASK64
     return z ^ (z >> 31)
 
 
@@ -83,7 +72,7 @@ def stream_key(stream):
     """uint64 key of a stream tuple such as (seed, 1, group) (folded with SplitMix64)."""
     key = 0
     for value in stream:
-        key = _mix_int((key + int(_GAMMA) + (int(value) & _MASK64)) & _MASK64)
+        key = _mix_int((key + int(GAMMA) + (int(value) & _MASK64)) & _MASK64)
     return np.uint64(key)
 
 

@@ -11,6 +11,7 @@ from numba import njit, types
 from numba.extending import intrinsic
 
 from solvers._losses import coordinate_step, loss_value, neg_conjugate
+from solvers._random import splitmix64
 
 
 @njit(cache=True)
@@ -103,12 +104,6 @@ def row_sq_norms(data, indptr):
 _ROW_AHEAD = 4
 _W_AHEAD = 2
 _PG_ZERO = 1e-12   # liblinear's threshold below which a projected gradient is no step
-_SM_GAMMA = np.uint64(0x9E3779B97F4A7C15)
-_SM_MUL1 = np.uint64(0xBF58476D1CE4E5B9)
-_SM_MUL2 = np.uint64(0x94D049BB133111EB)
-_U30 = np.uint64(30)
-_U27 = np.uint64(27)
-_U31 = np.uint64(31)
 _U32 = np.uint64(32)
 
 
@@ -213,16 +208,6 @@ def hinge_steps(sq_norms, lam_n, sigma):
 
 
 @njit(cache=True)
-def _splitmix64(state):
-    """Next 64 random bits of the SplitMix64 generator whose state is ``state[0]``."""
-    z = state[0] + _SM_GAMMA
-    state[0] = z
-    z = (z ^ (z >> _U30)) * _SM_MUL1
-    z = (z ^ (z >> _U27)) * _SM_MUL2
-    return z ^ (z >> _U31)
-
-
-@njit(cache=True)
 def shuffle_prefix(index, size, state):
     """Fisher-Yates shuffle of ``index[:size]`` in place, drawing from ``state``.
 
@@ -230,7 +215,7 @@ def shuffle_prefix(index, size, state):
     """
     for k in range(size - 1):
         bound = np.uint64(size - k)
-        j = k + np.int64(((_splitmix64(state) >> _U32) * bound) >> _U32)
+        j = k + np.int64(((splitmix64(state) >> _U32) * bound) >> _U32)
         tmp = index[k]
         index[k] = index[j]
         index[j] = tmp
