@@ -20,7 +20,8 @@ import numpy as np
 from numba import njit, prange
 
 from hyfdca._draws import draw_into
-from solvers._losses import coordinate_step, weighted_objective_sums
+from hyfdca._local_dual import local_step
+from solvers._losses import weighted_objective_sums
 
 _LIMIT = 2.0 ** 62  # the plain backend's codec: |encoded| < 2^max_bits
 
@@ -321,19 +322,9 @@ def local_dual(avail, local_margins, data, indices, indptr, row_off, feat_off, h
                     z = _row_dot(data, indices, indptr, h, wt)
                 else:
                     z = np.float64(margin[hold_sample[h]]) * inv_frac_scale
-                start = indptr[h]
-                end = indptr[h + 1]
-                corr = 0.0
-                for e in range(start, end):
-                    corr += data[e] * ut[indices[e]]
-                z_local = z + rho[h] * sigma * corr
-                s = sigma * q[h] / lam_n
-                delta = coordinate_step(code, alpha_loc[h] + dt[p], z_local, y[h], s, smoothing)
-                if delta != 0.0:
-                    dt[p] += delta
-                    step = delta / lam_n
-                    for e in range(start, end):
-                        ut[indices[e]] += data[e] * step
+                dt[p] += local_step(data, indices, indptr[h], indptr[h + 1], ut, z, rho[h],
+                                    sigma, q[h], lam_n, code, alpha_loc[h] + dt[p], y[h],
+                                    smoothing)
             for t in range(drawn_cnt[k]):
                 p = drawn[d0 + t]
                 h = r0 + p

@@ -27,8 +27,8 @@ class History:
         self.evaluations = {}
 
     def add_round(self, record):
-        self.rounds.append({f: record[f] if f in record or f not in OPTIONAL_ROUND_FIELDS
-                            else OPTIONAL_ROUND_FIELDS[f] for f in ROUND_FIELDS})
+        record = {**OPTIONAL_ROUND_FIELDS, **record}
+        self.rounds.append({f: record[f] for f in ROUND_FIELDS})
 
     def add_evaluation(self, round_, primal, dual, accuracy=None):
         rel = (primal - self.p_star) / self.p_star if self.p_star else np.nan

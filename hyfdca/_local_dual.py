@@ -18,6 +18,24 @@ from solvers._losses import coordinate_step
 
 
 @njit(cache=True)
+def local_step(data, indices, start, end, u, z, rho_i, sigma, q_i, lam_n, code, alpha_i, y_i,
+               smoothing):
+    """One inner step at the row data[start:end]: the margin corrected by the local change
+    u, the coordinate step delta, and u += delta x_i^k / (lam N). Returns delta."""
+    corr = 0.0
+    for p in range(start, end):
+        corr += data[p] * u[indices[p]]
+    z_local = z + rho_i * sigma * corr
+    s = sigma * q_i / lam_n
+    delta = coordinate_step(code, alpha_i, z_local, y_i, s, smoothing)
+    if delta != 0.0:
+        step = delta / lam_n
+        for p in range(start, end):
+            u[indices[p]] += data[p] * step
+    return delta
+
+
+@njit(cache=True)
 def local_dual_method(data, indices, indptr, y, alpha, z, sq_norms, rho, order, code,
                       lam_n, sigma, smoothing, n_features):
     """Return (dalpha over the client's samples, u over its features)."""
@@ -25,17 +43,7 @@ def local_dual_method(data, indices, indptr, y, alpha, z, sq_norms, rho, order, 
     u = np.zeros(n_features)
     for t in range(order.shape[0]):
         i = order[t]
-        start = indptr[i]
-        end = indptr[i + 1]
-        corr = 0.0
-        for p in range(start, end):
-            corr += data[p] * u[indices[p]]
-        z_local = z[i] + rho[i] * sigma * corr
-        s = sigma * sq_norms[i] / lam_n
-        delta = coordinate_step(code, alpha[i] + dalpha[i], z_local, y[i], s, smoothing)
-        if delta != 0.0:
-            dalpha[i] += delta
-            step = delta / lam_n
-            for p in range(start, end):
-                u[indices[p]] += data[p] * step
+        dalpha[i] += local_step(data, indices, indptr[i], indptr[i + 1], u, z[i], rho[i],
+                                sigma, sq_norms[i], lam_n, code, alpha[i] + dalpha[i], y[i],
+                                smoothing)
     return dalpha, u
