@@ -145,6 +145,16 @@ def _prefetch_w(indices, indptr, w, i):
         _prefetch(w, indices[p])
 
 
+@njit(cache=True, inline="always")
+def _prefetch_ahead(data, indices, indptr, w, order, t, n):
+    """Prefetch the row visited ``_ROW_AHEAD`` steps after step t of ``order[:n]`` and the
+    entries of w read ``_W_AHEAD`` steps after it."""
+    if t + _ROW_AHEAD < n:
+        _prefetch_row(data, indices, indptr, order[t + _ROW_AHEAD])
+    if t + _W_AHEAD < n:
+        _prefetch_w(indices, indptr, w, order[t + _W_AHEAD])
+
+
 @njit(cache=True, error_model="numpy")
 def hinge_pass_binary(data, indices, indptr, y, alpha, w, sq_norms, order, lam_n, sigma):
     """``sdca_pass`` for one binary hinge problem, with 1-D ``y``, ``alpha`` and ``w``.
@@ -154,10 +164,7 @@ def hinge_pass_binary(data, indices, indptr, y, alpha, w, sq_norms, order, lam_n
     """
     n_steps = order.shape[0]
     for t in range(n_steps):
-        if t + _ROW_AHEAD < n_steps:
-            _prefetch_row(data, indices, indptr, order[t + _ROW_AHEAD])
-        if t + _W_AHEAD < n_steps:
-            _prefetch_w(indices, indptr, w, order[t + _W_AHEAD])
+        _prefetch_ahead(data, indices, indptr, w, order, t, n_steps)
         i = order[t]
         start = indptr[i]
         end = indptr[i + 1]
@@ -255,10 +262,7 @@ def hinge_shrinking_epochs(data, indices, indptr, y, alpha, w, step, lam_n, inde
         pg_min = inf
         t = 0
         while t < size:
-            if t + _ROW_AHEAD < size:
-                _prefetch_row(data, indices, indptr, index[t + _ROW_AHEAD])
-            if t + _W_AHEAD < size:
-                _prefetch_w(indices, indptr, w, index[t + _W_AHEAD])
+            _prefetch_ahead(data, indices, indptr, w, index, t, size)
             i = index[t]
             start = indptr[i]
             end = indptr[i + 1]
