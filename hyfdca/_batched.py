@@ -231,8 +231,8 @@ class BatchedHyFDCA:
             if gpu is None:
                 kern.inner_products(avail, self.data, self.indices, self.indptr, self.row_off,
                                     self.feat_off, self.hold_feat, self.hold_sample, self.mark,
-                                    stamp, self.w, self.wk, self.frac_scale, self.parts,
-                                    self.err)
+                                    stamp, False, self.w, self.wk, self.frac_scale,
+                                    self.parts, self.err)
             else:
                 n_req = kern.requested_holdings(avail, self.row_off, self.hold_sample,
                                                 self.mark, stamp, self._requested)
@@ -303,9 +303,10 @@ class BatchedHyFDCA:
         self.last_step = g
         if s.second_inner_product:
             rtc += 1
-            kern.all_parts(avail, self.data, self.indices, self.indptr, self.row_off,
-                           self.feat_off, self.hold_feat, self.w, self.wk, self.frac_scale,
-                           self.parts, self.err)
+            kern.inner_products(avail, self.data, self.indices, self.indptr, self.row_off,
+                                self.feat_off, self.hold_feat, self.hold_sample, self.mark,
+                                stamp, True, self.w, self.wk, self.frac_scale, self.parts,
+                                self.err)
             self._check("an inner product")
         self.round += 1
         return dict(round=self.round, available=int(avail.size), step=g, rtc=rtc,

@@ -256,9 +256,10 @@ def drawn_union(avail, row_off, hold_sample, draw_off, drawn, drawn_cnt, mark, s
 
 @njit(cache=True, parallel=True)
 def inner_products(avail, data, indices, indptr, row_off, feat_off, hold_feat, hold_sample,
-                   mark, stamp, w, wk, frac_scale, parts, err):
+                   mark, stamp, every, w, wk, frac_scale, parts, err):
     """SecureInnerProduct, client side: every available client encodes x_i^k . w for its
-    samples in the round's union (``mark[i] == stamp``)."""
+    samples in the round's union (``mark[i] == stamp``), or for all of them (``every``:
+    the second SecureInnerProduct)."""
     chunks = wk.shape[0]
     for tid in prange(chunks):
         for a in range(tid, avail.shape[0], chunks):
@@ -266,7 +267,7 @@ def inner_products(avail, data, indices, indptr, row_off, feat_off, hold_feat, h
             wt = wk[tid]
             _gather_w(k, feat_off, hold_feat, w, wt)
             for h in range(row_off[k], row_off[k + 1]):
-                if mark[hold_sample[h]] == stamp:
+                if every or mark[hold_sample[h]] == stamp:
                     parts[h] = _encode(_row_dot(data, indices, indptr, h, wt), frac_scale, err)
 
 
@@ -474,20 +475,6 @@ def finish_clients(avail, feat_off, v, v_new, g, synced_at, full_step, version):
             v[c] = v[c] + g * (v_new[c] - v[c])
         if full_step:
             synced_at[k] = version
-
-
-@njit(cache=True, parallel=True)
-def all_parts(avail, data, indices, indptr, row_off, feat_off, hold_feat, w, wk, frac_scale,
-              parts, err):
-    """Second SecureInnerProduct: fresh parts for every sample of the available clients."""
-    chunks = wk.shape[0]
-    for tid in prange(chunks):
-        for a in range(tid, avail.shape[0], chunks):
-            k = avail[a]
-            wt = wk[tid]
-            _gather_w(k, feat_off, hold_feat, w, wt)
-            for h in range(row_off[k], row_off[k + 1]):
-                parts[h] = _encode(_row_dot(data, indices, indptr, h, wt), frac_scale, err)
 
 
 @njit(cache=True, parallel=True)
