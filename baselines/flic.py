@@ -108,6 +108,15 @@ def _pairs(clients, test=False):
     return out
 
 
+def _train_and_eval(clients, eval_data):
+    """(training pairs, evaluation pairs or None): the toy's dicts carry their test split."""
+    if eval_data is None and clients and isinstance(clients[0], dict):
+        eval_data = _pairs(clients, test=True)
+    elif eval_data is not None:
+        eval_data = _pairs(eval_data)
+    return _pairs(clients), eval_data
+
+
 class _Alpha(Module):
     """The global representation layer of FLIC-HL: Linear(k -> width) + LeakyReLU."""
 
@@ -296,11 +305,7 @@ class FLIC:
 
     # --- public API ---------------------------------------------------------------------------
     def fit(self, clients, rounds=50, eval_data=None):
-        data = _pairs(clients)
-        if eval_data is None and clients and isinstance(clients[0], dict):
-            eval_data = _pairs(clients, test=True)
-        elif eval_data is not None:
-            eval_data = _pairs(eval_data)
+        data, eval_data = _train_and_eval(clients, eval_data)
         b = len(data)
         self.anchors = Tensor(self._rng(0).normal(0.0, self.anchor_init_std,
                                                   size=(self.n_classes, self.k)))
@@ -401,11 +406,7 @@ class FLICLocal:
         return MLP([n_in, self.hidden, self.hidden, self.n_classes], "relu", rng=rng)
 
     def fit(self, clients, epochs=100, eval_data=None):
-        data = _pairs(clients)
-        if eval_data is None and clients and isinstance(clients[0], dict):
-            eval_data = _pairs(clients, test=True)
-        elif eval_data is not None:
-            eval_data = _pairs(eval_data)
+        data, eval_data = _train_and_eval(clients, eval_data)
         self.models = [self._make(X.shape[1], np.random.default_rng((self.seed, 2, i)))
                        for i, (X, _) in enumerate(data)]
         opts = [Adam(m.parameters(), self.lr, weight_decay=self.weight_decay)
@@ -441,11 +442,7 @@ class FLICPooled(FLICLocal):
     name = "Pooled"
 
     def fit(self, clients, epochs=100, eval_data=None):
-        data = _pairs(clients)
-        if eval_data is None and clients and isinstance(clients[0], dict):
-            eval_data = _pairs(clients, test=True)
-        elif eval_data is not None:
-            eval_data = _pairs(eval_data)
+        data, eval_data = _train_and_eval(clients, eval_data)
         self.dims = [X.shape[1] for X, _ in data]
         X = pad_blocks([X for X, _ in data], self.dims)
         y = np.concatenate([y for _, y in data])

@@ -80,7 +80,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np  # noqa: E402
 
-FMNIST_DIR = Path("/usr/share/datasets/fashion-mnist")
+from hyfdca.datasets import locate_dataset, read_idx  # noqa: E402
+
 
 # Settings per mode. Full: the implementers' settings (tests' slow cases) or closer to the
 # papers; quick: the same problems with fewer rounds / epochs / samples.
@@ -167,11 +168,10 @@ _FMNIST = {}
 def _fmnist():
     """Official train and test arrays (uint8 images, int labels), read once."""
     if not _FMNIST:
-        from hyfdca.datasets import read_idx
-
+        folder = Path(locate_dataset("fashion-mnist"))
         for part, prefix in (("train", "train"), ("test", "t10k")):
-            X = read_idx(FMNIST_DIR / f"{prefix}-images-idx3-ubyte.gz")
-            y = read_idx(FMNIST_DIR / f"{prefix}-labels-idx1-ubyte.gz")
+            X = read_idx(folder / f"{prefix}-images-idx3-ubyte.gz")
+            y = read_idx(folder / f"{prefix}-labels-idx1-ubyte.gz")
             _FMNIST[part] = (X.reshape(len(X), -1), np.asarray(y, dtype=np.int64))
     return _FMNIST
 
@@ -316,8 +316,9 @@ def main():
     for m in methods:
         if m not in RUNNERS:
             ap.error(f"unknown method {m!r}; choose from {sorted(RUNNERS)}")
-    if "apfed" in methods and not FMNIST_DIR.is_dir():
-        ap.error(f"{FMNIST_DIR} missing (apt-get install -y dataset-fashion-mnist)")
+    if "apfed" in methods and locate_dataset("fashion-mnist") is None:
+        ap.error("Fashion-MNIST not found (apt-get install -y dataset-fashion-mnist, or see "
+                 "`hyfdca datasets`)")
 
     start_all = time.perf_counter()
     log(f"# deep baselines vs local-only and pooled ({mode} mode, seeds {seeds}, "
