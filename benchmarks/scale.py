@@ -11,9 +11,12 @@ sigma-safe + rho, iic = 0.01, at least 10 steps), and reports per configuration:
 * ratio: HyFDCA's seconds per coordinate update over the centralized SDCA kernel's
   (``solvers._sdca_kernels.sdca_pass``, one epoch in a random order on the pooled data),
   measured in the same process;
-* overhead ms: the fixed cost of a round, everything but the LocalDualMethod kernel
-  (round time minus the kernel's time; includes the O(nnz) primal contributions v_k that
-  the protocol recomputes each round);
+* overhead ms: round time minus the LocalDualMethod kernel's time (it still holds work
+  that grows with the updates: the inner products of the drawn rows, the changes of v_k);
+* fixed ms (5,000 clients, full participation): the fixed cost of a round, everything
+  but the coordinate updates: the intercept of a least-squares line through the median
+  round times at H = 1, 2, 4, 8 local steps per client against the updates per round
+  (the slope is the whole cost of one update: its inner products, step, aggregation);
 * peak mem: the process's peak resident memory while the engine runs its rounds (freed
   heap given back with malloc_trim after the engine is built), minus the memory before
   the data was loaded (interpreter, libraries, compiled kernels), over the bytes of the
@@ -32,8 +35,8 @@ clients. covtype 12x12 also gets the extrapolated time of the paper's 30,000 rou
                                           # 12x12 (0.1), 2-3 rounds each; < 60 s
 
 Last line: ``headline: update_cost_ratio=<x> round_overhead_ms_5000=<y>
-peak_mem_ratio_news20=<z>``: x the largest ratio at full participation, y the overhead at
-5,000 clients and full participation, z the news20 12x12 peak-memory ratio.
+peak_mem_ratio_news20=<z>``: x the largest ratio at full participation, y the fixed cost
+of a round at 5,000 clients and full participation, z the news20 12x12 peak-memory ratio.
 """
 
 import argparse
@@ -126,6 +129,31 @@ def _warm_kernels():
         run.step(), run.step(), run.certificate()
 
 
+FIXED_H = (1, 2, 4, 8)
+
+
+def fixed_cost(fed, rounds):
+    """(intercept ms, slope us per update) of the median round time against the updates
+    per round, full participation, H in FIXED_H."""
+    from hyfdca._batched import BatchedHyFDCA
+    from hyfdca._settings import HyFDCASettings
+    updates, times = [], []
+    for H in FIXED_H:
+        settings = HyFDCASettings.from_variant("auto", lam=LAM, participation="full", H=H)
+        run = BatchedHyFDCA(fed, settings, seed=0)
+        run.step()
+        per_round = []
+        for _ in range(rounds):
+            t0 = time.perf_counter()
+            record = run.step()
+            per_round.append(time.perf_counter() - t0)
+        updates.append(record["updates"])
+        times.append(float(np.median(per_round)))
+        del run
+    slope, intercept = np.polyfit(updates, times, 1)
+    return 1e3 * intercept, 1e6 * slope
+
+
 def worker(name, specs, rounds, fractions, threads, with_full=True):
     """One data set: every partition and participation; JSON rows on stdout."""
     import numba
@@ -178,6 +206,9 @@ def worker(name, specs, rounds, fractions, threads, with_full=True):
                 paper_rounds_hours=per_round * PAPER_ROUNDS / 3600))
             print(json.dumps(rows[-1]), flush=True)
             del run
+        if fed.n_clients == 5000 and with_full:
+            fixed, slope = fixed_cost(fed, max(rounds, 3))
+            print(json.dumps(dict(fixed_ms=fixed, us_per_update=slope)), flush=True)
         del fed
     return rows
 
@@ -223,6 +254,8 @@ def main():
             print(out.stderr, file=sys.stderr)
             raise SystemExit(f"worker {name} failed")
         rows += [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
+    fixed = [r for r in rows if "fixed_ms" in r]
+    rows = [r for r in rows if "fixed_ms" not in r]
     header = ("| data | partition | clients | fraction | s/round | updates/round | updates/s "
               "| ratio to SDCA | overhead ms | peak mem / CSR | 30k rounds (h) |")
     print(header)
@@ -232,9 +265,13 @@ def main():
               f"| {r['sec_per_round']:.4g} | {r['updates_per_round']:.0f} "
               f"| {r['updates_per_sec']:.3g} | {r['ratio']:.2f} | {r['overhead_ms']:.2f} "
               f"| {r['peak_mem_ratio']:.2f} | {r['paper_rounds_hours']:.2f} |")
+    for r in fixed:
+        print(f"fixed cost of a round, 5,000 clients, full participation: "
+              f"{r['fixed_ms']:.2f} ms + {r['us_per_update']:.2f} us per update "
+              f"(least squares over H = {', '.join(map(str, FIXED_H))})")
     full = [r for r in rows if r["fraction"] == 1.0]
     ratio = max(r["ratio"] for r in full)
-    overhead = [r["overhead_ms"] for r in full if r["clients"] == 5000]
+    overhead = [r["fixed_ms"] for r in fixed]
     mem = [r["peak_mem_ratio"] for r in rows
            if r["data"] == "news20-like" and r["partition"] == "dealt:12x12"]
     print(f"total {time.perf_counter() - start:.1f} s")

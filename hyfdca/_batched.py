@@ -79,7 +79,6 @@ class BatchedHyFDCA:
         if backend == "cupy":
             from hyfdca._cupy_kernels import CupyKernels
             self._gpu = CupyKernels(self)
-            self._requested = np.zeros(self.alpha_loc.size, dtype=np.int64)
 
     # --- set-up ---------------------------------------------------------------------------
 
@@ -148,11 +147,13 @@ class BatchedHyFDCA:
         self.changed_at = np.zeros(N, dtype=np.int64)
         self.synced_at = np.zeros(K, dtype=np.int64)
         self.version = 0
-        self.v = np.zeros(n_fh)
         self.w = np.zeros(d)
+        self.dw = np.zeros(d)
         self.parts = np.zeros(n_hold, dtype=np.int64)
+        # synced changes of alpha waiting for phase D's report (valid at the round's stamp)
+        self.unreported = np.zeros(n_hold)
+        self.unreported_at = np.zeros(n_hold, dtype=np.int64)
         # scratch (kept zero or stamped between uses)
-        self.v_new = np.zeros(n_fh if self.backend == "cupy" else 0)  # GPU path only
         self.upd = np.zeros(n_hold, dtype=np.int64)
         self.hold_mark = np.zeros(n_hold, dtype=np.int64)
         # per-thread scratch, one row per Numba thread, sized by the largest client
@@ -162,8 +163,14 @@ class BatchedHyFDCA:
         self.wk = np.zeros((T, max_cols))
         self.dalpha = np.zeros((T, max_rows))
         self.cand = np.zeros((T, max_rows), dtype=np.int64)
-        self.perm = np.zeros((T, max_rows), dtype=np.int64)
+        self.perm = np.tile(np.arange(max_rows, dtype=np.int64), (T, 1))  # identity (draws)
         self.buf = np.zeros((T, 3, max_rows if s.line_search else 0))
+        # each available client's holdings of the round's union, and the previous round's
+        self.lists = [_UnionHoldings(n_hold, K), _UnionHoldings(n_hold, K)]
+        self.change_row = np.zeros(max_cols)  # one client's change of v_k (kept at 0)
+        self.feat_mark = np.zeros(max_cols, dtype=np.int64)
+        self.feat_list = np.zeros(max_cols, dtype=np.int64)
+        self.token = 0
         self.mark = np.zeros(N, dtype=np.int64)
         self.touched = np.zeros(N, dtype=np.int64)
         self.union = np.zeros(N, dtype=np.int64)
@@ -205,45 +212,43 @@ class BatchedHyFDCA:
         rtc = 2  # local dual method, primal aggregation
         phase_a = not (full and self.round > 0)
         start = time.perf_counter()
+        prev, cur = self.lists = self.lists[::-1]
         if phase_a:
             rtc += 1
             consistent = s.aggregation == "consistent"
             if consistent:
                 kern.complete_samples(avail_mask, self.samp_ptr, self.samp_hold,
                                       self.hold_client, self.eligible)
-            kern.round_start(avail, self.round, self.data, self.indices, self.indptr,
-                             self.row_off, self.feat_off, self.hold_sample, self.changed_at,
-                             self.synced_at, self.enc_alpha, self.alpha_scale, self.alpha_loc,
-                             self.version, s.lam_n, self.v, self.eligible, consistent,
-                             self.stream_keys, self.H, permuted, self.draw_off, self.drawn,
-                             self.drawn_cnt, self.cand, self.perm, gpu is None)
-            if gpu is not None:
-                gpu.primal(self, avail, self.alpha_loc, self.v)
-            kern.aggregate_features(self.v, self.hold_feat, self.w)
+            self.token = kern.sync_and_report(
+                avail, stamp, self.data, self.indices, self.indptr, self.row_off,
+                self.feat_off, self.hold_feat, self.hold_sample, self.changed_at,
+                self.synced_at, self.enc_alpha, self.alpha_scale, self.alpha_loc,
+                self.version, s.lam_n, self.w, prev.lst, prev.seg, prev.stamp, self.cand[0],
+                self.change_row, self.feat_mark, self.feat_list, self.token)
+            kern.draw_clients(avail, self.round, self.row_off, self.hold_sample, self.eligible,
+                              consistent, self.stream_keys, self.H, permuted, self.draw_off,
+                              self.drawn, self.drawn_cnt, self.cand, self.perm)
         n_union = kern.drawn_union(avail, self.row_off, self.hold_sample, self.draw_off,
                                    self.drawn, self.drawn_cnt, self.mark, stamp, self.union)
+        n_requested = kern.union_holdings(self.union, n_union, self.samp_ptr, self.samp_hold,
+                                          self.hold_client, avail, avail_mask, stamp, cur.lst,
+                                          cur.seg, cur.stamp)
+        if not phase_a:  # the dual sync rides with phase B (or C: local margins)
+            kern.sync_clients(avail, stamp, self.row_off, self.hold_sample, self.changed_at,
+                              self.synced_at, self.enc_alpha, self.alpha_scale, self.alpha_loc,
+                              self.version, self.unreported, self.unreported_at, prev.lst,
+                              prev.seg, prev.stamp, self.cand)
         if not self.local_margins:
             rtc += 1
-            if not phase_a:
-                kern.sync_clients(avail, self.row_off, self.hold_sample, self.changed_at,
-                                  self.synced_at, self.enc_alpha, self.alpha_scale,
-                                  self.alpha_loc, self.version)
             if gpu is None:
                 kern.inner_products(avail, self.data, self.indices, self.indptr, self.row_off,
-                                    self.feat_off, self.hold_feat, self.hold_sample, self.mark,
-                                    stamp, False, self.w, self.wk, self.frac_scale,
-                                    self.parts, self.err)
+                                    self.feat_off, self.hold_feat, cur.lst, cur.seg, False,
+                                    self.w, self.wk, self.frac_scale, self.parts, self.err)
             else:
-                n_req = kern.requested_holdings(avail, self.row_off, self.hold_sample,
-                                                self.mark, stamp, self._requested)
-                gpu.inner_products(self, self._requested[:n_req])
+                gpu.inner_products(self, cur.lst[:n_requested])
             kern.sum_parts(self.union, n_union, self.samp_ptr, self.samp_hold, self.parts,
                            self.margin, self.err)
             self._check("an inner product")
-        else:
-            kern.sync_clients(avail, self.row_off, self.hold_sample, self.changed_at,
-                              self.synced_at, self.enc_alpha, self.alpha_scale,
-                              self.alpha_loc, self.version)
         updates = int(self.drawn_cnt[avail].sum())
         compute_start = time.perf_counter()
         if gpu is None:
@@ -263,22 +268,20 @@ class BatchedHyFDCA:
                               self.enc_delta, self.touched, self.present, self.err)
         self._check("an aggregated dual update")
         shares = np.zeros((avail.size, 3))
-        kern.primal_update(avail, self.round, self.data, self.indices, self.indptr,
-                           self.row_off, self.feat_off, self.hold_sample, self.y,
-                           self.alpha_loc, self.enc_delta, self.inv_frac_scale, self.touched,
-                           stamp, self.present, self.n_samples, s.line_search, s.lam_n,
-                           self.v_new, shares, self.buf, full, self.eligible,
-                           self.stream_keys, self.H, permuted, self.draw_off, self.drawn,
-                           self.drawn_cnt, self.cand, self.perm, False)
-        dw = np.empty(self.n_features)
-        if gpu is None:
-            kern.primal_change(avail_mask, self.data, self.indices, self.indptr, self.row_off,
-                               self.feat_off, self.hold_feat, self.alpha_loc, s.lam_n, self.v,
-                               self.wk[0], dw, not s.line_search)
-        else:
-            gpu.primal(self, avail, self.alpha_loc, self.v_new)
-            kern.aggregate_change(self.v_new, self.v, avail_mask, self.feat_off,
-                                  self.hold_feat, dw)
+        kern.line_search_shares(avail, self.round, self.row_off, self.hold_sample, self.y,
+                                self.alpha_loc, self.enc_delta, self.inv_frac_scale, cur.lst,
+                                cur.seg, self.present, self.n_samples, s.line_search, shares,
+                                self.buf, full, self.eligible, self.stream_keys, self.H,
+                                permuted, self.draw_off, self.drawn, self.drawn_cnt, self.cand,
+                                self.perm)
+        dw = self.dw
+        dw[:] = 0.0
+        self.token = kern.report_changes(
+            avail, stamp, self.data, self.indices, self.indptr, self.row_off, self.feat_off,
+            self.hold_feat, self.hold_sample, self.unreported, self.unreported_at,
+            self.enc_delta, self.inv_frac_scale, cur.lst, cur.seg, prev.lst, prev.seg,
+            prev.stamp, s.lam_n, self.w, dw, self.change_row, self.feat_mark, self.feat_list,
+            self.token)
         g = 1.0
         if s.line_search:
             revealed = _masked_sum(shares, self.frac_bits)
@@ -290,23 +293,17 @@ class BatchedHyFDCA:
         self._check("alpha")
         if touched_any:
             self.version += 1
-        if gpu is None:
-            kern.finish_primal(avail, self.data, self.indices, self.indptr, self.row_off,
-                               self.feat_off, self.alpha_loc, s.lam_n, self.v, self.wk, g,
-                               self.synced_at, m == 1 << s.step_bits, self.version,
-                               not s.line_search)
-        else:
-            kern.finish_clients(avail, self.feat_off, self.v, self.v_new, g, self.synced_at,
-                                m == 1 << s.step_bits, self.version)
+        kern.settle(avail, self.hold_sample, self.alpha_loc, self.enc_delta,
+                    self.inv_frac_scale, cur.lst, cur.seg, g, self.synced_at,
+                    m == 1 << s.step_bits, self.version)
         dw *= g  # w + g dw, as the protocol's server computes it, without temporaries
         self.w += dw
         self.last_step = g
         if s.second_inner_product:
             rtc += 1
             kern.inner_products(avail, self.data, self.indices, self.indptr, self.row_off,
-                                self.feat_off, self.hold_feat, self.hold_sample, self.mark,
-                                stamp, True, self.w, self.wk, self.frac_scale, self.parts,
-                                self.err)
+                                self.feat_off, self.hold_feat, cur.lst, cur.seg, True, self.w,
+                                self.wk, self.frac_scale, self.parts, self.err)
             self._check("an inner product")
         self.round += 1
         return dict(round=self.round, available=int(avail.size), step=g, rtc=rtc,
@@ -321,7 +318,7 @@ class BatchedHyFDCA:
         s = self.settings
         n_hold = self.alpha_loc.size
         eval_alpha = np.empty(n_hold)
-        v = np.empty_like(self.v)
+        v = np.empty(self.hold_feat.size)
         kern.certificate_primal(self.data, self.indices, self.indptr, self.row_off,
                                 self.feat_off, self.hold_sample, self.changed_at,
                                 self.synced_at, self.enc_alpha, self.alpha_scale,
@@ -342,6 +339,16 @@ class BatchedHyFDCA:
         loss_sum, conj_sum = _masked_sum(sums, self.frac_bits)
         reg = 0.5 * s.lam * float(w @ w)
         return reg + loss_sum, -reg + conj_sum, w
+
+
+class _UnionHoldings:
+    """Per available client, its holdings of a round's union samples, ascending:
+    ``lst[seg[k, 0]:seg[k, 1]]``, valid where ``stamp[k]`` is that round's stamp."""
+
+    def __init__(self, n_holdings, n_clients):
+        self.lst = np.zeros(n_holdings, dtype=np.int64)
+        self.seg = np.zeros((n_clients, 2), dtype=np.int64)
+        self.stamp = np.full(n_clients, -1, dtype=np.int64)
 
 
 def _offsets(sizes):

@@ -21,6 +21,7 @@ from numba import njit, prange
 
 from hyfdca._draws import draw_into
 from hyfdca._local_dual import local_step
+from hyfdca._primal_change import add_row
 from solvers._losses import weighted_objective_sums
 
 _LIMIT = 2.0 ** 62  # the plain backend's codec: |encoded| < 2^max_bits
@@ -125,17 +126,6 @@ def pairwise_sum(a, lo, n):
 
 
 @njit(cache=True, inline="always")
-def _sync(k, row_off, hold_sample, changed_at, synced_at, enc_alpha, alpha_scale, alpha_loc,
-          version):
-    """Dual sync of client k: decrypt the alpha_i that changed since its last sync."""
-    for h in range(row_off[k], row_off[k + 1]):
-        i = hold_sample[h]
-        if changed_at[i] > synced_at[k]:
-            alpha_loc[h] = np.float64(enc_alpha[i]) * alpha_scale
-    synced_at[k] = version
-
-
-@njit(cache=True, inline="always")
 def _primal(k, data, indices, indptr, row_off, feat_off, alpha, lam_n, out, base):
     """out[base:base + |J_k|] = (X^k)^T alpha_k / (lam N) (scipy's csc_matvec order);
     ``base`` = feat_off[k] (client k's slots of a per-feature-holding array) or 0."""
@@ -187,32 +177,148 @@ def complete_samples(avail_mask, samp_ptr, samp_hold, hold_client, out):
         out[i] = ok
 
 
+@njit(cache=True)
+def union_holdings(union, n_union, samp_ptr, samp_hold, hold_client, avail, avail_mask,
+                   stamp, lst, seg, seg_stamp):
+    """Each available client's holdings of the round's union samples, ascending, as
+    ``lst[seg[k, 0]:seg[k, 1]]`` (valid where ``seg_stamp[k] == stamp``): the rows whose
+    parts it sends, whose dalpha it receives and settles; in ``avail`` order, so
+    ``lst[:n]`` (n returned) are all of them. O(holdings of the union)."""
+    for a in range(avail.shape[0]):
+        seg[avail[a], 1] = 0
+    for x in range(n_union):
+        i = union[x]
+        for e in range(samp_ptr[i], samp_ptr[i + 1]):
+            k = hold_client[samp_hold[e]]
+            if avail_mask[k]:
+                seg[k, 1] += 1
+    n = 0
+    for a in range(avail.shape[0]):
+        k = avail[a]
+        count = seg[k, 1]
+        seg[k, 0] = n
+        seg[k, 1] = n
+        seg_stamp[k] = stamp
+        n += count
+    for x in range(n_union):
+        i = union[x]
+        for e in range(samp_ptr[i], samp_ptr[i + 1]):
+            h = samp_hold[e]
+            k = hold_client[h]
+            if avail_mask[k]:
+                lst[seg[k, 1]] = h
+                seg[k, 1] += 1
+    for a in range(avail.shape[0]):
+        k = avail[a]
+        lst[seg[k, 0]:seg[k, 1]].sort()
+    return n
+
+
+@njit(cache=True, inline="always")
+def _due_rows(k, stamp, row_off, hold_sample, changed_at, synced_at, plst, pseg, pseg_stamp,
+              out):
+    """Client k's holdings whose alpha changed since its last sync, ascending, into
+    ``out``; returns how many. A client that took part in the previous round synced then,
+    and only that round's commit (on its union) came after: its list there is scanned
+    instead of all its rows."""
+    n = 0
+    since = synced_at[k]
+    if pseg_stamp[k] == stamp - 1:
+        for t in range(pseg[k, 0], pseg[k, 1]):
+            h = plst[t]
+            if changed_at[hold_sample[h]] > since:
+                out[n] = h
+                n += 1
+    else:
+        for h in range(row_off[k], row_off[k + 1]):
+            if changed_at[hold_sample[h]] > since:
+                out[n] = h
+                n += 1
+    return n
+
+
+@njit(cache=True, inline="always")
+def _add_row_marked(data, indices, start, end, change, lam_n, out, mark, token, touched, n):
+    """add_row, and list the local features it touched (``mark[f] == token``); returns
+    the new length of ``touched``."""
+    add_row(data, indices, start, end, change, lam_n, out)
+    for p in range(start, end):
+        f = indices[p]
+        if mark[f] != token:
+            mark[f] = token
+            touched[n] = f
+            n += 1
+    return n
+
+
+@njit(cache=True, inline="always")
+def _scatter(k, feat_off, hold_feat, row, touched, n, out):
+    """out[J_k] += row on the listed local features (the server adding a client's dense
+    change: the other entries are +0.0, whose addition changes no bit), row reset to 0."""
+    f0 = feat_off[k]
+    for t in range(n):
+        f = touched[t]
+        out[hold_feat[f0 + f]] += row[f]
+        row[f] = 0.0
+
+
+@njit(cache=True)
+def sync_and_report(avail, stamp, data, indices, indptr, row_off, feat_off, hold_feat,
+                    hold_sample, changed_at, synced_at, enc_alpha, alpha_scale, alpha_loc,
+                    version, lam_n, w, plst, pseg, pseg_stamp, due, row, mark, touched, token):
+    """Phase A, client after client (the order in which the server adds the changes):
+    dual sync, and w += (X^k)^T (alpha_new - alpha_old) / (lam N) over the synced rows.
+    ``due``: scratch over the largest I_k; ``row``, ``mark``, ``touched``: over the largest
+    J_k (row kept at 0)."""
+    for a in range(avail.shape[0]):
+        k = avail[a]
+        token += 1
+        n = 0
+        for t in range(_due_rows(k, stamp, row_off, hold_sample, changed_at, synced_at, plst,
+                                 pseg, pseg_stamp, due)):
+            h = due[t]
+            new = np.float64(enc_alpha[hold_sample[h]]) * alpha_scale
+            change = 0.0 + (new - alpha_loc[h])  # the client's report buffer starts at 0
+            alpha_loc[h] = new
+            if change != 0.0:
+                n = _add_row_marked(data, indices, indptr[h], indptr[h + 1], change, lam_n,
+                                    row, mark, token, touched, n)
+        synced_at[k] = version
+        _scatter(k, feat_off, hold_feat, row, touched, n, w)
+    return token
+
+
 @njit(cache=True, parallel=True)
-def round_start(avail, round_, data, indices, indptr, row_off, feat_off, hold_sample,
-                changed_at, synced_at, enc_alpha, alpha_scale, alpha_loc, version, lam_n, v,
-                eligible, use_eligible, stream_keys, H, permuted, draw_off, drawn, drawn_cnt,
-                cand, scratch, with_primal):
-    """Phase A for every available client: dual sync, draws, v_k (unless the GPU
-    computes it: ``with_primal`` False)."""
+def draw_clients(avail, round_, row_off, hold_sample, eligible, use_eligible, stream_keys, H,
+                 permuted, draw_off, drawn, drawn_cnt, cand, scratch):
+    """Phase A: every available client's draws of the round."""
     chunks = cand.shape[0]
     for tid in prange(chunks):
         for a in range(tid, avail.shape[0], chunks):
-            k = avail[a]
-            _sync(k, row_off, hold_sample, changed_at, synced_at, enc_alpha, alpha_scale,
-                  alpha_loc, version)
-            _draw(k, round_, row_off, hold_sample, eligible, use_eligible, stream_keys, H,
-                  permuted, draw_off, drawn, drawn_cnt, cand[tid], scratch[tid])
-            if with_primal:
-                _primal(k, data, indices, indptr, row_off, feat_off, alpha_loc, lam_n, v,
-                        feat_off[k])
+            _draw(avail[a], round_, row_off, hold_sample, eligible, use_eligible, stream_keys,
+                  H, permuted, draw_off, drawn, drawn_cnt, cand[tid], scratch[tid])
 
 
 @njit(cache=True, parallel=True)
-def sync_clients(avail, row_off, hold_sample, changed_at, synced_at, enc_alpha, alpha_scale,
-                 alpha_loc, version):
-    for a in prange(avail.shape[0]):
-        _sync(avail[a], row_off, hold_sample, changed_at, synced_at, enc_alpha, alpha_scale,
-              alpha_loc, version)
+def sync_clients(avail, stamp, row_off, hold_sample, changed_at, synced_at, enc_alpha,
+                 alpha_scale, alpha_loc, version, unreported, unreported_at, plst, pseg,
+                 pseg_stamp, due):
+    """Dual sync riding with phase B or C: the changes wait for phase D's report
+    (``unreported[h]``, valid where ``unreported_at[h] == stamp``)."""
+    chunks = due.shape[0]
+    for tid in prange(chunks):
+        for a in range(tid, avail.shape[0], chunks):
+            k = avail[a]
+            dt = due[tid]
+            for t in range(_due_rows(k, stamp, row_off, hold_sample, changed_at, synced_at,
+                                     plst, pseg, pseg_stamp, dt)):
+                h = dt[t]
+                new = np.float64(enc_alpha[hold_sample[h]]) * alpha_scale
+                base = unreported[h] if unreported_at[h] == stamp else 0.0
+                unreported[h] = base + (new - alpha_loc[h])
+                unreported_at[h] = stamp
+                alpha_loc[h] = new
+            synced_at[k] = version
 
 
 @njit(cache=True)
@@ -222,19 +328,6 @@ def aggregate_features(v, hold_feat, out):
     out[:] = 0.0
     for c in range(hold_feat.shape[0]):
         out[hold_feat[c]] += v[c]
-
-
-@njit(cache=True)
-def aggregate_change(v_new, v, avail_mask, feat_off, hold_feat, out):
-    """dw = sum_k (v_new_k - v_k) client after client, + 0 for absent clients."""
-    out[:] = 0.0
-    for k in range(feat_off.shape[0] - 1):
-        if avail_mask[k]:
-            for c in range(feat_off[k], feat_off[k + 1]):
-                out[hold_feat[c]] += v_new[c] - v[c]
-        else:
-            for c in range(feat_off[k], feat_off[k + 1]):
-                out[hold_feat[c]] += 0.0
 
 
 @njit(cache=True)
@@ -254,35 +347,43 @@ def drawn_union(avail, row_off, hold_sample, draw_off, drawn, drawn_cnt, mark, s
     return n
 
 
+@njit(cache=True, inline="always")
+def _row_dot_global(data, indices, indptr, h, f0, hold_feat, w):
+    """_row_dot reading w through the feature ids (same products, same order: same bits)
+    without gathering w on J_k first."""
+    s = 0.0
+    for e in range(indptr[h], indptr[h + 1]):
+        s += data[e] * w[hold_feat[f0 + indices[e]]]
+    return s
+
+
 @njit(cache=True, parallel=True)
-def inner_products(avail, data, indices, indptr, row_off, feat_off, hold_feat, hold_sample,
-                   mark, stamp, every, w, wk, frac_scale, parts, err):
+def inner_products(avail, data, indices, indptr, row_off, feat_off, hold_feat, lst, seg,
+                   every, w, wk, frac_scale, parts, err):
     """SecureInnerProduct, client side: every available client encodes x_i^k . w for its
-    samples in the round's union (``mark[i] == stamp``), or for all of them (``every``:
-    the second SecureInnerProduct)."""
+    holdings of the round's union (``lst[seg[k, 0]:seg[k, 1]]``), or for all its rows
+    (``every``: the second SecureInnerProduct). w is gathered onto J_k only when those rows
+    have more non-zeros than |J_k|."""
     chunks = wk.shape[0]
     for tid in prange(chunks):
         for a in range(tid, avail.shape[0], chunks):
             k = avail[a]
-            wt = wk[tid]
-            _gather_w(k, feat_off, hold_feat, w, wt)
-            for h in range(row_off[k], row_off[k + 1]):
-                if every or mark[hold_sample[h]] == stamp:
-                    parts[h] = _encode(_row_dot(data, indices, indptr, h, wt), frac_scale, err)
-
-
-@njit(cache=True)
-def requested_holdings(avail, row_off, hold_sample, mark, stamp, out):
-    """The holdings whose parts the available clients send (samples in the union);
-    returns how many were written to ``out`` (for the GPU kernel)."""
-    n = 0
-    for a in range(avail.shape[0]):
-        k = avail[a]
-        for h in range(row_off[k], row_off[k + 1]):
-            if mark[hold_sample[h]] == stamp:
-                out[n] = h
-                n += 1
-    return n
+            f0 = feat_off[k]
+            lo, hi = (row_off[k], row_off[k + 1]) if every else (seg[k, 0], seg[k, 1])
+            work = 0
+            for t in range(lo, hi):
+                h = t if every else lst[t]
+                work += indptr[h + 1] - indptr[h]
+            gather = work > feat_off[k + 1] - f0
+            if gather:
+                _gather_w(k, feat_off, hold_feat, w, wk[tid])
+            for t in range(lo, hi):
+                h = t if every else lst[t]
+                if gather:
+                    z = _row_dot(data, indices, indptr, h, wk[tid])
+                else:
+                    z = _row_dot_global(data, indices, indptr, h, f0, hold_feat, w)
+                parts[h] = _encode(z, frac_scale, err)
 
 
 @njit(cache=True, parallel=True)
@@ -362,40 +463,67 @@ def dual_aggregation(union, n_union, avail_mask, samp_ptr, samp_hold, hold_clien
 
 
 @njit(cache=True, parallel=True)
-def primal_update(avail, round_, data, indices, indptr, row_off, feat_off, hold_sample, y,
-                  alpha_loc, enc_delta, inv_frac_scale, touched, stamp, present, n_samples,
-                  line_search, lam_n, v_new, shares, buf, predraw, eligible, stream_keys, H,
-                  permuted, draw_off, drawn, drawn_cnt, cand, scratch, with_primal):
-    """Phase D for every available client: alpha += delta, line-search shares, the
-    tentative v_k and (full participation) next round's draws."""
+def line_search_shares(avail, round_, row_off, hold_sample, y, alpha_loc, enc_delta,
+                       inv_frac_scale, lst, seg, present, n_samples, line_search, shares, buf,
+                       predraw, eligible, stream_keys, H, permuted, draw_off, drawn,
+                       drawn_cnt, cand, scratch):
+    """Phase D for every available client: its line-search shares of
+    (1/N) sum_i (y_i d_i, alpha_i d_i, d_i^2) / present holders over its union holdings,
+    and (full participation) next round's draws."""
     chunks = cand.shape[0]
     for tid in prange(chunks):
         for a in range(tid, avail.shape[0], chunks):
             k = avail[a]
-            bt = buf[tid]
-            r0 = row_off[k]
-            n = 0
-            for h in range(r0, row_off[k + 1]):
-                i = hold_sample[h]
-                if touched[i] == stamp:
-                    before = alpha_loc[h]
-                    alpha_loc[h] = before + np.float64(enc_delta[i]) * inv_frac_scale
-                    if line_search:
-                        d = alpha_loc[h] - before
-                        weight = 1.0 / np.float64(present[i] * n_samples)
-                        bt[0, n] = weight * y[h] * d
-                        bt[1, n] = weight * before * d
-                        bt[2, n] = weight * d * d
-                    n += 1
             if line_search:
+                bt = buf[tid]
+                n = 0
+                for t in range(seg[k, 0], seg[k, 1]):
+                    h = lst[t]
+                    i = hold_sample[h]
+                    before = alpha_loc[h]
+                    d = np.float64(enc_delta[i]) * inv_frac_scale
+                    weight = 1.0 / np.float64(present[i] * n_samples)
+                    bt[0, n] = weight * y[h] * d
+                    bt[1, n] = weight * before * d
+                    bt[2, n] = weight * d * d
+                    n += 1
                 for j in range(3):
                     shares[a, j] = pairwise_sum(bt[j], 0, n)
-            if with_primal:
-                _primal(k, data, indices, indptr, row_off, feat_off, alpha_loc, lam_n, v_new,
-                        feat_off[k])
             if predraw:
                 _draw(k, round_ + 1, row_off, hold_sample, eligible, False, stream_keys, H,
                       permuted, draw_off, drawn, drawn_cnt, cand[tid], scratch[tid])
+
+
+@njit(cache=True)
+def report_changes(avail, stamp, data, indices, indptr, row_off, feat_off, hold_feat,
+                   hold_sample, unreported, unreported_at, enc_delta, inv_frac_scale, lst, seg,
+                   plst, pseg, pseg_stamp, lam_n, w, dw, row, mark, touched_feats, token):
+    """Phase D, client after client: w += its synced change (X^k)^T unreported / (lam N)
+    (rows synced this round: within its previous round's union holdings if it took part
+    then, else anywhere), dw += its tentative change (X^k)^T d / (lam N) over its union
+    holdings. Returns the last scratch token."""
+    for a in range(avail.shape[0]):
+        k = avail[a]
+        token += 1
+        n = 0
+        recent = pseg_stamp[k] == stamp - 1
+        lo, hi = (pseg[k, 0], pseg[k, 1]) if recent else (row_off[k], row_off[k + 1])
+        for t in range(lo, hi):
+            h = plst[t] if recent else t
+            if unreported_at[h] == stamp and unreported[h] != 0.0:
+                n = _add_row_marked(data, indices, indptr[h], indptr[h + 1], unreported[h],
+                                    lam_n, row, mark, token, touched_feats, n)
+        _scatter(k, feat_off, hold_feat, row, touched_feats, n, w)
+        token += 1
+        n = 0
+        for t in range(seg[k, 0], seg[k, 1]):
+            h = lst[t]
+            d = np.float64(enc_delta[hold_sample[h]]) * inv_frac_scale
+            if d != 0.0:
+                n = _add_row_marked(data, indices, indptr[h], indptr[h + 1], d, lam_n, row,
+                                    mark, token, touched_feats, n)
+        _scatter(k, feat_off, hold_feat, row, touched_feats, n, dw)
+    return token
 
 
 @njit(cache=True)
@@ -423,56 +551,17 @@ def apply_step(union, n_union, touched, stamp, enc_delta, enc_alpha, m, multiply
     return any_touched
 
 
-@njit(cache=True)
-def primal_change(avail_mask, data, indices, indptr, row_off, feat_off, hold_feat, alpha,
-                  lam_n, v, vt, out, unit_step):
-    """dw = sum_k (v_tent_k - v_k) client after client, the tentative
-    v_tent_k = (X^k)^T alpha_k / (lam N) computed into the scratch row ``vt``
-    (recomputed by ``finish_primal`` rather than stored: no per-feature-holding copy).
-
-    The protocol's server also adds 0 for every absent client; that is skipped here: it
-    could only turn a -0.0 partial sum into +0.0, and no term v_tent - v is ever -0.0 (v
-    and v_tent start from +0.0 sums and x - x = +0.0), so no partial sum is either.
-
-    ``unit_step`` (no line search: g = 1 is known before dw): also apply
-    v_k += 1.0 (v_tent_k - v_k) here, so that ``finish_primal`` need not recompute."""
-    out[:] = 0.0
-    for k in range(feat_off.shape[0] - 1):
-        if avail_mask[k]:
-            f0 = feat_off[k]
-            _primal(k, data, indices, indptr, row_off, feat_off, alpha, lam_n, vt, 0)
-            for c in range(f0, feat_off[k + 1]):
-                d = vt[c - f0] - v[c]
-                out[hold_feat[c]] += d
-                if unit_step:
-                    v[c] = v[c] + 1.0 * d
-
-
 @njit(cache=True, parallel=True)
-def finish_primal(avail, data, indices, indptr, row_off, feat_off, alpha, lam_n, v, vt, g,
-                  synced_at, full_step, version, unit_step):
-    """v_k += g (v_tent_k - v_k) for the available clients (v_tent_k recomputed; already
-    done by ``primal_change`` for a ``unit_step``)."""
-    chunks = vt.shape[0]
-    for tid in prange(chunks):
-        for a in range(tid, avail.shape[0], chunks):
-            k = avail[a]
-            if not unit_step:
-                f0 = feat_off[k]
-                row = vt[tid]
-                _primal(k, data, indices, indptr, row_off, feat_off, alpha, lam_n, row, 0)
-                for c in range(f0, feat_off[k + 1]):
-                    v[c] = v[c] + g * (row[c - f0] - v[c])
-            if full_step:
-                synced_at[k] = version
-
-
-@njit(cache=True, parallel=True)
-def finish_clients(avail, feat_off, v, v_new, g, synced_at, full_step, version):
+def settle(avail, hold_sample, alpha_loc, enc_delta, inv_frac_scale, lst, seg, g, synced_at,
+           full_step, version):
+    """Every available client settles its tentative step on its union holdings:
+    alpha_i += g d_i; after a full step its copy equals the server's (no sync needed)."""
     for a in prange(avail.shape[0]):
         k = avail[a]
-        for c in range(feat_off[k], feat_off[k + 1]):
-            v[c] = v[c] + g * (v_new[c] - v[c])
+        for t in range(seg[k, 0], seg[k, 1]):
+            h = lst[t]
+            alpha_loc[h] = alpha_loc[h] + g * (np.float64(enc_delta[hold_sample[h]])
+                                               * inv_frac_scale)
         if full_step:
             synced_at[k] = version
 

@@ -7,6 +7,7 @@ import numpy as np
 from hyfdca import _messages as msg
 from hyfdca._draws import draw_positions
 from hyfdca._local_dual import local_dual_method
+from hyfdca._primal_change import rows_change
 from hyfdca.aggregate import LINE_SEARCH_GRID
 from solvers._losses import weighted_objective_sums
 
@@ -58,31 +59,72 @@ class Client:
         self.compute_seconds = 0.0
         self._eval_alpha = self.alpha
         self._refresh = None
+        # alpha is the copy the server's w accounts for; the last tentative step
+        # (positions, dalpha) waits for its step g, and synced changes for their report
+        self._pending = None
+        self._synced = np.zeros(self.n_local)
+        self._synced_mask = np.zeros(self.n_local, dtype=bool)
 
     # --- step 1-2: dual sync and primal contribution ---------------------------------
 
+    def settled_alpha(self, step):
+        """Its alpha with the last tentative step settled at step g: alpha_i + g dalpha_i
+        (what the server's w accounts for)."""
+        alpha = self.alpha.copy()
+        if self._pending is not None:
+            positions, dalpha = self._pending
+            alpha[positions] = alpha[positions] + step * dalpha
+        return alpha
+
+    def _settle(self, step):
+        if self._pending is not None:
+            self.alpha = self.settled_alpha(step)
+            self._pending = None
+
     def _apply_sync(self, sync):
-        if sync.positions.size:
+        self._settle(sync.step)
+        pos = sync.positions
+        if pos.size:
             if self.keys.wants_refresh(sync.alpha):
                 values, fresh = self.keys.refresh(sync.alpha)
-                self.alpha[sync.positions] = values
-                self._refresh = msg.DualRefresh(sync.positions, fresh)
+                self._refresh = msg.DualRefresh(pos, fresh)
             else:
-                self.alpha[sync.positions] = self.keys.decrypt(sync.alpha)
+                values = self.keys.decrypt(sync.alpha)
+            self._synced[pos] += values - self.alpha[pos]
+            self._synced_mask[pos] = True
+            self.alpha[pos] = values
+
+    def _change(self, positions, dalpha):
+        """(X^k)^T dalpha / (lam N) over J_k, dalpha given on ``positions``."""
+        out = np.zeros(self.X.shape[1])
+        rows_change(self.X.data, self.X.indices, self.X.indptr, positions, dalpha,
+                    self.settings.lam_n, out)
+        return out
+
+    def _report_synced(self):
+        """The change of v_k by the syncs since the last report (None if there were none)."""
+        positions = np.flatnonzero(self._synced_mask)
+        if positions.size == 0:
+            return None
+        change = self._change(positions, self._synced[positions])
+        self._synced[positions] = 0.0
+        self._synced_mask[positions] = False
+        return change
 
     def take_refresh(self):
         """The DualRefresh made by the last dual sync, if the backend asked for one."""
         refresh, self._refresh = self._refresh, None
         return refresh
 
-    def _primal(self):
-        return self.X.T @ self.alpha / self.settings.lam_n
-
     def start_round(self, message):
-        """Sync duals, draw this round's samples among the eligible ones, send v_k."""
+        """Sync duals, draw this round's samples among the eligible ones, send the change
+        of v_k."""
         self._apply_sync(message.sync)
         self.drawn = self._draw(message.eligible, self.round)
-        return msg.PrimalContribution(v=self._primal(), drawn=self.drawn)
+        change = self._report_synced()
+        if change is None:
+            change = np.zeros(self.X.shape[1])
+        return msg.PrimalContribution(change=change, drawn=self.drawn)
 
     def _draw(self, eligible, round_):
         candidates = np.flatnonzero(eligible)
@@ -129,17 +171,17 @@ class Client:
     # --- step 6: second primal aggregation, line-search shares -------------------------
 
     def primal_update(self, message, predraw):
-        """Add the aggregated dalpha of its samples (the tentative alpha); send v_k, the
-        masked line-search shares and, if ``predraw``, next round's draws."""
+        """Receive the aggregated dalpha of its samples (the tentative step, settled when g
+        arrives with the next dual sync); send the changes of v_k, the masked line-search
+        shares and, if ``predraw``, next round's draws."""
         pos = message.positions
-        before = self.alpha[pos].copy()
-        if pos.size:
-            self.alpha[pos] += self.keys.decrypt(message.delta)
+        d = self.keys.decrypt(message.delta) if pos.size else np.zeros(0)
+        self._pending = (pos, d)
         shares = None
         if self.settings.line_search:
             # this client's share of S1, S2, S3: the sum over present holders gives
             # (1/N) sum_i of y_i d_i, alpha_i d_i and d_i^2
-            d = self.alpha[pos] - before
+            before = self.alpha[pos]
             weight = 1.0 / (message.present_holders * self.settings.n_samples)
             if self.settings.loss == "logistic":
                 values = _entropy_gains(before * self.y[pos], d * self.y[pos], weight)
@@ -151,17 +193,19 @@ class Client:
         if predraw:  # full participation: announce next round's draws now
             next_drawn = self.drawn = self._draw(np.ones(self.n_local, dtype=bool),
                                                  self.round + 1)
-        return msg.PrimalUpdate(v=self._primal(), shares=shares, next_drawn=next_drawn)
+        return msg.PrimalUpdate(synced=self._report_synced(), tentative=self._change(pos, d),
+                                shares=shares, next_drawn=next_drawn)
 
     # --- secure sums and the certificate ----------------------------------------------
 
     def eval_sync(self, message):
-        """Certificate: v_k at the current alpha, on a copy (the round state is kept)."""
+        """Certificate: v_k at the current alpha in full, on a copy (the round state is
+        kept; a tentative step whose g has arrived is settled)."""
+        self._settle(message.step)
         self._eval_alpha = self.alpha.copy()
         if message.positions.size:
             self._eval_alpha[message.positions] = self.keys.decrypt(message.alpha)
-        v = self.X.T @ self._eval_alpha / self.settings.lam_n
-        return msg.PrimalContribution(v=v, drawn=np.zeros(0, dtype=np.int64))
+        return msg.EvalContribution(v=self.X.T @ self._eval_alpha / self.settings.lam_n)
 
     def all_parts(self, message):
         """Enc(x_i^k . w) for all its samples (second SecureInnerProduct, certificate)."""

@@ -1,9 +1,10 @@
-"""CuPy (GPU) versions of the batched engine's three hot kernels (``backend="cupy"``).
+"""CuPy (GPU) versions of the batched engine's hot kernels (``backend="cupy"``).
 
-The partial inner products, the LocalDualMethod and the primal contributions v_k run as
-CUDA kernels on the concatenated CSR (one thread per requested holding, per available
-client, per available client); the rest of a round (draws, integer aggregation, line
-search, bookkeeping) stays in the Numba kernels on the host. The CUDA code repeats the
+The partial inner products and the LocalDualMethod run as CUDA kernels on the
+concatenated CSR (one thread per requested holding, per available client); the rest of a
+round stays in the Numba kernels on the host: draws, integer aggregation, line search,
+and the changes of the primal contributions v_k, which are O(nnz of the changed rows)
+and must reach w client after client (the server's order of additions). The CUDA code repeats the
 Numba kernels' floating-point operations in the same order and is compiled with
 ``--fmad=false`` (no fused multiply-adds), so the iterates are meant to be the same bits;
 the logistic loss (whose Newton steps call ``log``, whose GPU rounding differs) is refused.
@@ -63,23 +64,6 @@ extern "C" __global__ void inner_products(
     for (long long e = indptr[h]; e < indptr[h + 1]; e++)
         s += data[e] * w[hold_feat[f0 + indices[e]]];
     parts[h] = encode(s, scale, err);
-}
-
-extern "C" __global__ void primal(
-        const long long* avail, int n_avail, const double* data, const int* indices,
-        const long long* indptr, const long long* row_off, const long long* feat_off,
-        const double* alpha, double lam_n, double* out) {
-    int a = blockDim.x * blockIdx.x + threadIdx.x;
-    if (a >= n_avail) return;
-    long long k = avail[a];
-    long long f0 = feat_off[k];
-    for (long long c = f0; c < feat_off[k + 1]; c++) out[c] = 0.0;
-    for (long long h = row_off[k]; h < row_off[k + 1]; h++) {
-        double al = alpha[h];
-        for (long long e = indptr[h]; e < indptr[h + 1]; e++)
-            out[f0 + indices[e]] += data[e] * al;
-    }
-    for (long long c = f0; c < feat_off[k + 1]; c++) out[c] = out[c] / lam_n;
 }
 
 extern "C" __global__ void local_dual(
@@ -149,7 +133,6 @@ class CupyKernels:
                              "round differently); use backend='numba'")
         module = cp.RawModule(code=_SOURCE, options=("--fmad=false",))
         self._inner = module.get_function("inner_products")
-        self._primal = module.get_function("primal")
         self._local = module.get_function("local_dual")
         e = engine
         up = cp.asarray
@@ -162,7 +145,7 @@ class CupyKernels:
         self.inv_holders = up(e.inv_holders)
         self.draw_off = up(e.draw_off)
         self.dalpha = cp.zeros(e.alpha_loc.size)
-        self.u = cp.zeros(e.v.size)
+        self.u = cp.zeros(e.hold_feat.size)
         self.hold_mark = cp.zeros(e.alpha_loc.size, dtype=cp.int64)
         self.err = cp.zeros(1, dtype=cp.int32)
 
@@ -182,17 +165,6 @@ class CupyKernels:
                                        np.float64(e.frac_scale), parts, self.err))
         e.parts[requested] = cp.asnumpy(parts[req])
         self._check(e)
-
-    def primal(self, engine, avail, alpha, out):
-        """out[J_k] = (X^k)^T alpha_k / (lam N) for the available clients (host arrays)."""
-        e = engine
-        av = cp.asarray(avail)
-        dev_out = cp.asarray(out)
-        self._primal(*_grid(av.size), (av, np.int32(av.size), self.data, self.indices,
-                                      self.indptr, self.row_off, self.feat_off,
-                                      cp.asarray(alpha), np.float64(e.settings.lam_n),
-                                      dev_out))
-        out[...] = cp.asnumpy(dev_out)
 
     def local_dual(self, engine, avail, stamp):
         """LocalDualMethod of every available client; e.upd and e.hold_mark updated."""

@@ -38,8 +38,10 @@ def _below(state, n):
 
 @njit(cache=True)
 def draw_into(stream_key, round_, n, H, permuted, out, scratch):
-    """Write H positions in [0, n) into ``out[:H]`` (``scratch``: n int64 slots), for
-    the stream key ``stream_key`` (uint64) in round ``round_``."""
+    """Write H positions in [0, n) into ``out[:H]``, for the stream key ``stream_key``
+    (uint64) in round ``round_``. ``scratch``: at least n int64 slots holding the identity
+    0, 1, ... (left so on return: each pass undoes its swaps, so a pass costs O(H), not
+    O(n))."""
     state = round_key(stream_key, round_)
     if not permuted:
         for t in range(H):
@@ -48,16 +50,22 @@ def draw_into(stream_key, round_, n, H, permuted, out, scratch):
     filled = 0
     while filled < H:
         need = min(n, H - filled)
-        for i in range(n):
-            scratch[i] = i
-        for i in range(min(need, n - 1)):
+        swaps = min(need, n - 1)
+        for i in range(swaps):  # forward Fisher-Yates; out keeps each swap's partner
             state, j = _below(state, n - i)
             j += i
+            out[filled + i] = j
             tmp = scratch[i]
             scratch[i] = scratch[j]
             scratch[j] = tmp
-        for i in range(need):
+        for i in range(swaps, need):
             out[filled + i] = scratch[i]
+        for i in range(swaps - 1, -1, -1):  # position i is final after swap i; undo it
+            j = out[filled + i]
+            tmp = scratch[i]
+            out[filled + i] = tmp
+            scratch[i] = scratch[j]
+            scratch[j] = tmp
         filled += need
 
 
@@ -82,5 +90,5 @@ def draw_positions(stream, round_, n, H, permuted):
     if n == 0:
         return out[:0]
     draw_into(stream_key(stream), round_, n, H, permuted, out,
-              np.empty(n if permuted else 0, dtype=np.int64))
+              np.arange(n if permuted else 0, dtype=np.int64))
     return out

@@ -14,6 +14,7 @@ H = N this is exactly an SDCA epoch.
 import numpy as np
 from numba import njit
 
+from hyfdca._primal_change import add_row
 from solvers._losses import coordinate_step
 
 
@@ -29,9 +30,7 @@ def local_step(data, indices, start, end, u, z, rho_i, sigma, q_i, lam_n, code, 
     s = sigma * q_i / lam_n
     delta = coordinate_step(code, alpha_i, z_local, y_i, s, smoothing)
     if delta != 0.0:
-        step = delta / lam_n
-        for p in range(start, end):
-            u[indices[p]] += data[p] * step
+        add_row(data, indices, start, end, delta, lam_n, u)
     return delta
 
 

@@ -13,10 +13,13 @@ from crypto import EncryptedVector
 
 @dataclass(frozen=True)
 class DualSync:
-    """Server -> client: Enc(alpha_i) for the client's samples that changed (positions)."""
+    """Server -> client: Enc(alpha_i) for the client's samples that changed (positions),
+    and the step g of the last round the client took part in (it settles the client's
+    tentative step: alpha_i += g dalpha_i)."""
 
     positions: np.ndarray
     alpha: EncryptedVector
+    step: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -39,10 +42,18 @@ class RoundStart:
 
 @dataclass(frozen=True)
 class PrimalContribution:
-    """Client -> server: v_k = (X^k)^T alpha / (lam N) over J_k, and the samples drawn."""
+    """Client -> server: the change of v_k = (X^k)^T alpha / (lam N) over J_k since its
+    last report (the entries the dual sync changed), and the samples drawn."""
+
+    change: np.ndarray
+    drawn: np.ndarray
+
+
+@dataclass(frozen=True)
+class EvalContribution:
+    """Client -> server (certificate): v_k = (X^k)^T alpha / (lam N) over J_k in full."""
 
     v: np.ndarray
-    drawn: np.ndarray
 
 
 @dataclass(frozen=True)
@@ -95,10 +106,13 @@ class TentativeStep:
 
 @dataclass(frozen=True)
 class PrimalUpdate:
-    """Client -> server: v_k at the tentative alpha, its masked line-search shares, and
-    (full participation) the samples it will draw next round."""
+    """Client -> server: the change of v_k by the dual syncs since its last report
+    (``synced``, None if none), the change by the tentative step (``tentative``,
+    (X^k)^T dalpha / (lam N)), its masked line-search shares, and (full participation) the
+    samples it will draw next round."""
 
-    v: np.ndarray
+    synced: np.ndarray | None
+    tentative: np.ndarray
     shares: np.ndarray | None
     next_drawn: np.ndarray | None = None
 

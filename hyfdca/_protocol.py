@@ -3,14 +3,20 @@
 Per round, with available clients K_t, the phases (each one round trip) are:
 
   A  dual sync + primal aggregation: clients sync Enc(alpha), draw their samples, send
-     v_k; the server forms w. Skipped under full participation after round 0 (nothing
-     is stale; the draws came with the previous round's phase D, the sync rides with B).
+     the change of v_k the sync made; the server adds it to w. Skipped under full
+     participation after round 0 (nothing is stale; the draws came with the previous
+     round's phase D, the sync rides with B and its change with D).
   B  secure inner product: clients send Enc(x_i^k . w) for the drawn samples; the server
      adds them (stale parts of absent holders included). Skipped when every sample has a
      single holder (horizontal FL): margins are then computed locally.
   C  local dual method: clients decrypt their margins, run H steps, send Enc(dalpha/|C_i|).
-  D  primal aggregation: clients add the aggregated Enc(dalpha), send v_k and masked
-     line-search sums; the server picks g and applies alpha += g dalpha, w += g dw.
+  D  primal aggregation: clients receive the aggregated Enc(dalpha), send the changes of
+     v_k (synced entries; the tentative dalpha) and masked line-search sums; the server
+     picks g and applies alpha += g dalpha, w += g dw. A client settles its copy
+     alpha += g dalpha when g comes with its next dual sync.
+
+v_k = (X^k)^T alpha_k / (lam N) is never recomputed inside a round: clients report its
+changes (``hyfdca._primal_change``), O(nnz of the changed rows) per client.
   E  (optional) second secure inner product: fresh stored parts for the next round.
 
 So a round costs 2 RTC (horizontal, full participation), 3 (hybrid, full; or horizontal,
@@ -110,7 +116,6 @@ class HyFDCARun:
                 m = ch.down(k, server.round_start(k, eligible[k]))
                 server.receive_primal(k, ch.up(k, clients[k].start_round(m)))
                 self._refresh(k)
-            server.w = server.aggregate_primal()
 
         server.start_inner_products(avail)
         if not self.local_margins:
@@ -131,15 +136,15 @@ class HyFDCARun:
             compute = max(compute, clients[k].compute_seconds)
 
         ch.round_trip("primal aggregation")
-        tentative, shares, draws = {}, [], {}
+        updates, shares, draws = {}, [], {}
         tag = f"round-{self.round}"
         for k in avail:
             m = ch.down(k, server.delta_message(k, avail, tag))
-            reply = ch.up(k, clients[k].primal_update(m, predraw=full))
-            tentative[k], draws[k] = reply.v, reply.next_drawn
+            updates[k] = reply = ch.up(k, clients[k].primal_update(m, predraw=full))
+            draws[k] = reply.next_drawn
             shares.append(reply.shares)
         revealed = masked_total(shares, self.frac_bits) if self.settings.line_search else None
-        g = server.finish_round(tentative, revealed, draws if full else None)
+        g = server.finish_round(updates, revealed, draws if full else None)
 
         if self.settings.second_inner_product:
             ch.round_trip("second secure inner product")

@@ -1,6 +1,7 @@
-"""The HyFDCA server: plaintext w and each client's last v_k; alpha only encrypted.
+"""The HyFDCA server: plaintext w; alpha only encrypted.
 
-State (design section 2): w; v_k of every client (stale for absent ones); Enc(alpha) at
+State (design section 2): w = sum_k v_k, kept as the sum of the changes of v_k the clients
+report (so stale contributions of absent clients stay in it); Enc(alpha) at
 scale 2^(f + step bits); each client's stored Enc(x_i^k . w) parts (stale for absent
 ones); which alpha entries changed since each client last synced. It holds an Evaluator,
 never a private key, and no data or labels.
@@ -23,7 +24,7 @@ class Server:
         self.frac_bits = frac_bits
         self.alpha_scale = frac_bits + settings.step_bits
         self.w = np.zeros(self.n_features)
-        self.v = [np.zeros(J.size) for J in self.feature_ids]
+        self.client_step = np.ones(len(self.sample_ids))  # g of each client's last round
         self.enc_alpha = evaluator.zeros(self.n_samples, self.alpha_scale)
         self.parts = [evaluator.zeros(I.size, frac_bits) for I in self.sample_ids]
         self.version = 0
@@ -43,7 +44,8 @@ class Server:
             due |= self.evaluator.stale(self.enc_alpha, I)
             self.synced_at[k] = self.version
         positions = np.flatnonzero(due)
-        return msg.DualSync(positions, self.evaluator.take(self.enc_alpha, I[positions]))
+        return msg.DualSync(positions, self.evaluator.take(self.enc_alpha, I[positions]),
+                            float(self.client_step[k]))
 
     def receive_refresh(self, k, refresh):
         """Store a client's fresh Enc(alpha_i) in place of the ciphertexts it just synced
@@ -54,12 +56,12 @@ class Server:
         return msg.RoundStart(self.dual_sync(k), eligible)
 
     def receive_primal(self, k, reply):
-        self.v[k] = reply.v
+        """w += the change of v_k (client after client, in the order of the replies)."""
+        self.w[self.feature_ids[k]] += reply.change
         self.drawn[k] = reply.drawn
 
-    def aggregate_primal(self, v=None):
-        """w = sum_k v_k scattered onto the global features."""
-        v = self.v if v is None else v
+    def aggregate_primal(self, v):
+        """sum_k v_k scattered onto the global features (the certificate's w)."""
         w = np.zeros(self.n_features)
         for J, vk in zip(self.feature_ids, v):
             w[J] += vk
@@ -125,12 +127,16 @@ class Server:
         return msg.TentativeStep(positions, self.evaluator.take(self.enc_delta, I[positions]),
                                  self.present_holders[I[positions]], participants, tag)
 
-    def finish_round(self, tentative_v, revealed_shares, next_draws):
-        """Choose the step g, apply alpha += g dalpha (homomorphically) and w += g dw."""
+    def finish_round(self, updates, revealed_shares, next_draws):
+        """Add the synced changes of v_k to w; choose the step g for dw = sum_k of the
+        tentative changes; apply alpha += g dalpha (homomorphically) and w += g dw.
+        ``updates``: each available client's PrimalUpdate, in client order."""
         s = self.settings
-        dw = self.aggregate_primal([tentative_v[k] - self.v[k] if k in tentative_v
-                                    else np.zeros_like(self.v[k])
-                                    for k in range(len(self.v))])
+        dw = np.zeros(self.n_features)
+        for k, update in updates.items():
+            if update.synced is not None:
+                self.w[self.feature_ids[k]] += update.synced
+            dw[self.feature_ids[k]] += update.tentative
         g = 1.0
         if s.line_search and s.loss == "logistic":
             g = grid_line_search_step(revealed_shares, self.w, dw, s.lam)
@@ -149,8 +155,8 @@ class Server:
             # must be synced again, so the entries count as changed
             self.version += 1
             self.changed_at[ids] = self.version
-        for k, v_tent in tentative_v.items():
-            self.v[k] = self.v[k] + g * (v_tent - self.v[k])
+        for k in updates:
+            self.client_step[k] = g
             if m == 1 << s.step_bits:
                 self.synced_at[k] = self.version  # the client already holds alpha + dalpha
             if next_draws is not None:

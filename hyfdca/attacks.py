@@ -3,9 +3,10 @@
 Why HyFDCA encrypts the dual variables and the inner products: a curious server that read
 them in the clear could solve for the clients' data.
 
-* Dual attack. Client k sends v_k = (X^k)^T a_k / (lam N) in the clear (over J_k), where
-  a_k is the alpha of I_k as the client holds it. A server that also knows a_k gets, over
-  T >= |I_k| exchanges, A X^k = lam N V (rows a_k^T and v_k^T), hence X^k by least squares.
+* Dual attack. Client k sends the changes dv_k = (X^k)^T da_k / (lam N) of its primal
+  contribution in the clear (over J_k), where da_k is a change of the alpha of I_k as the
+  client holds it. A server that also knows the da_k gets, over T >= |I_k| exchanges,
+  A X^k = lam N V (rows da_k^T and dv_k^T), hence X^k by least squares.
 * Margin attack. Client k sends the parts x_i^k . w for the requested samples i, after the
   server sent it w on J_k; |J_k| exchanges with independent w give x_i^k.
 
@@ -41,34 +42,56 @@ def _syncs(message):
 
 
 def dual_attack(transcript, client_id, n_local, lam_n, read=read_as_plaintext):
-    """X^k (dense, |I_k| x |J_k|) solved from the pairs (a_k, v_k) the server saw.
+    """X^k (dense, |I_k| x |J_k|) solved from the pairs (dalpha_k, dv_k) the server saw.
 
     ``read`` turns an EncryptedVector into values (``read_as_plaintext``; a random reader
     gives the chance level of the attack).
 
-    The server tracks a_k as the client does: a dual sync sets a_k at its positions, a
-    tentative step adds the aggregated update; each primal contribution the client sends
-    pairs v_k with the a_k it was computed from (certificate exchanges sync a copy).
+    The server tracks the client's alpha as the client does: a dual sync first settles the
+    last tentative step (alpha += g dalpha, g sent with the sync), then sets alpha at its
+    positions; each reported change of v_k pairs with the change of alpha it came from
+    (the syncs since the last report; the tentative dalpha); a certificate's full v_k
+    pairs with the alpha it was computed at.
     """
     alpha = np.zeros(n_local)
-    evaluated = None
+    synced = np.zeros(n_local)
+    pending, evaluated = None, None
     rows_a, rows_v = [], []
+
+    def pair(a, v):
+        rows_a.append(a.copy())
+        rows_v.append(np.asarray(v, dtype=np.float64))
+
     for direction, phase, k, message in transcript:
         if k != client_id:
             continue
         certificate = str(phase).startswith("certificate")
         if direction == "down":
             for sync in _syncs(message):
-                target = alpha
+                if pending is not None:
+                    alpha += sync.step * pending
+                    pending = None
                 if certificate:
-                    evaluated = target = alpha.copy()
-                if sync.positions.size:
-                    target[sync.positions] = read(sync.alpha)
-            if isinstance(message, msg.TentativeStep) and message.positions.size:
-                alpha[message.positions] += read(message.delta)
-        elif isinstance(message, (msg.PrimalContribution, msg.PrimalUpdate)):
-            rows_a.append((evaluated if certificate else alpha).copy())
-            rows_v.append(np.asarray(message.v, dtype=np.float64))
+                    evaluated = alpha.copy()
+                    evaluated[sync.positions] = read(sync.alpha)
+                elif sync.positions.size:
+                    values = read(sync.alpha)
+                    synced[sync.positions] += values - alpha[sync.positions]
+                    alpha[sync.positions] = values
+            if isinstance(message, msg.TentativeStep):
+                pending = np.zeros(n_local)
+                if message.positions.size:
+                    pending[message.positions] = read(message.delta)
+        elif isinstance(message, msg.EvalContribution):
+            pair(evaluated, message.v)
+        elif isinstance(message, msg.PrimalContribution):
+            pair(synced, message.change)
+            synced[:] = 0.0
+        elif isinstance(message, msg.PrimalUpdate):
+            if message.synced is not None:
+                pair(synced, message.synced)
+                synced[:] = 0.0
+            pair(pending, message.tentative)
     if len(rows_a) < n_local:
         raise ValueError(f"client {client_id}: {len(rows_a)} primal contributions seen, "
                          f"the dual attack needs at least |I_k| = {n_local}")

@@ -5,11 +5,12 @@ import tracemalloc
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from numba import njit
 
 from hyfdca import partition as P
 from hyfdca._batched import BatchedHyFDCA
 from hyfdca._batched_kernels import pairwise_sum
-from hyfdca._draws import draw_positions
+from hyfdca._draws import _below, draw_into, draw_positions, round_key, stream_key
 from hyfdca._protocol import HyFDCARun, run_hyfdca
 from hyfdca._settings import HyFDCASettings
 
@@ -54,7 +55,8 @@ def assert_same_run(fed, settings, rounds=5, seed=1, frac_bits=32, moves=True):
         np.testing.assert_array_equal(b.enc_alpha, a.server.enc_alpha.payload, err_msg=str(t))
         np.testing.assert_array_equal(b.w, a.server.w, err_msg=f"w, round {t}")
         for k, client in enumerate(a.clients):
-            np.testing.assert_array_equal(b.client_alpha(k), client.alpha)
+            np.testing.assert_array_equal(b.client_alpha(k),
+                                          client.settled_alpha(a.server.client_step[k]))
         moved |= bool(np.any(b.enc_alpha))
     assert moved == moves  # the comparison saw iterates that move
     pa, pb = a.certificate(), b.certificate()
@@ -205,6 +207,38 @@ def test_draws_are_passes_of_permutations_and_reproducible():
     assert counts.min() > 900  # uniform: about 1000 each
 
 
+@njit
+def _fisher_yates_reference(key, round_, n, H):
+    """Forward Fisher-Yates on a fresh identity each pass (O(n) a pass)."""
+    state = round_key(key, round_)
+    out = np.empty(H, dtype=np.int64)
+    filled = 0
+    while filled < H:
+        need = min(n, H - filled)
+        perm = np.arange(n)
+        for i in range(min(need, n - 1)):
+            state, j = _below(state, n - i)
+            j += i
+            perm[i], perm[j] = perm[j], perm[i]
+        out[filled:filled + need] = perm[:need]
+        filled += need
+    return out
+
+
+def test_permuted_draws_undo_their_swaps_and_match_fisher_yates():
+    """The O(H) pass (swaps undone in the shared scratch) draws what a fresh Fisher-Yates
+    pass draws, and leaves the scratch as the identity for the next client."""
+    rng = np.random.default_rng(0)
+    scratch = np.arange(64, dtype=np.int64)
+    for trial in range(300):
+        n, H = int(rng.integers(1, 50)), int(rng.integers(1, 130))
+        key = stream_key((trial, 1, 2))
+        out = np.empty(H, dtype=np.int64)
+        draw_into(key, trial, n, H, True, out, scratch)
+        np.testing.assert_array_equal(out, _fisher_yates_reference(key, trial, n, H))
+        np.testing.assert_array_equal(scratch, np.arange(64))
+
+
 @pytest.mark.parametrize("n", [0, 1, 7, 8, 9, 128, 129, 1000, 4099])
 def test_pairwise_sum_is_numpy_sum(n):
     rng = np.random.default_rng(n)
@@ -234,7 +268,7 @@ def test_no_dense_n_by_d_d_by_k_or_n_by_k_state():
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
     arrays = [value for value in vars(run).values() if isinstance(value, np.ndarray)]
-    limit = 3 * (max(X.nnz, run.alpha_loc.size, run.v.size, N, d) + 1)  # buf: 3 x holdings
+    limit = 3 * (max(X.nnz, run.alpha_loc.size, run.hold_feat.size, N, d) + 1)  # buf: 3 x holdings
     assert limit < min(N * d, d * K, N * K)
     assert max(a.size for a in arrays) <= limit
     state = sum(a.nbytes for a in arrays)
