@@ -231,8 +231,8 @@ class BatchedHyFDCA:
         n_union = kern.drawn_union(avail, self.row_off, self.hold_sample, self.draw_off,
                                    self.drawn, self.drawn_cnt, self.mark, stamp, self.union)
         n_requested = kern.union_holdings(self.union, n_union, self.samp_ptr, self.samp_hold,
-                                          self.hold_client, avail, avail_mask, stamp, cur.lst,
-                                          cur.seg, cur.stamp)
+                                          self.hold_client, self.row_off, avail, avail_mask,
+                                          stamp, cur.lst, cur.seg, cur.stamp)
         if not phase_a:  # the dual sync rides with phase B (or C: local margins)
             kern.sync_clients(avail, stamp, self.row_off, self.hold_sample, self.changed_at,
                               self.synced_at, self.enc_alpha, self.alpha_scale, self.alpha_loc,

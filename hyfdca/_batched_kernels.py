@@ -178,8 +178,8 @@ def complete_samples(avail_mask, samp_ptr, samp_hold, hold_client, out):
 
 
 @njit(cache=True)
-def union_holdings(union, n_union, samp_ptr, samp_hold, hold_client, avail, avail_mask,
-                   stamp, lst, seg, seg_stamp):
+def union_holdings(union, n_union, samp_ptr, samp_hold, hold_client, row_off, avail,
+                   avail_mask, stamp, lst, seg, seg_stamp):
     """Each available client's holdings of the round's union samples, ascending, as
     ``lst[seg[k, 0]:seg[k, 1]]`` (valid where ``seg_stamp[k] == stamp``): the rows whose
     parts it sends, whose dalpha it receives and settles; in ``avail`` order, so
@@ -197,20 +197,28 @@ def union_holdings(union, n_union, samp_ptr, samp_hold, hold_client, avail, avai
         k = avail[a]
         count = seg[k, 1]
         seg[k, 0] = n
-        seg[k, 1] = n
         seg_stamp[k] = stamp
+        if count == row_off[k + 1] - row_off[k]:  # all its rows (a full local pass)
+            for t in range(count):
+                lst[n + t] = row_off[k] + t
+            seg[k, 1] = -(n + count)  # complete: skipped below
+        else:
+            seg[k, 1] = n
         n += count
     for x in range(n_union):
         i = union[x]
         for e in range(samp_ptr[i], samp_ptr[i + 1]):
             h = samp_hold[e]
             k = hold_client[h]
-            if avail_mask[k]:
+            if avail_mask[k] and seg[k, 1] >= 0:
                 lst[seg[k, 1]] = h
                 seg[k, 1] += 1
     for a in range(avail.shape[0]):
         k = avail[a]
-        lst[seg[k, 0]:seg[k, 1]].sort()
+        if seg[k, 1] < 0:
+            seg[k, 1] = -seg[k, 1]
+        else:
+            lst[seg[k, 0]:seg[k, 1]].sort()
     return n
 
 
