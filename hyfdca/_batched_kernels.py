@@ -223,25 +223,29 @@ def union_holdings(union, n_union, samp_ptr, samp_hold, hold_client, row_off, av
 
 
 @njit(cache=True, inline="always")
+def _candidate_rows(k, stamp, row_off, pseg, pseg_stamp):
+    """(from the previous round's list?, lo, hi): where client k's rows changed since its
+    last sync can be. A client that took part in the previous round synced then, and only
+    that round's commit (on its union) came after: ``plst[lo:hi]``; otherwise all its
+    rows ``lo:hi``."""
+    if pseg_stamp[k] == stamp - 1:
+        return True, pseg[k, 0], pseg[k, 1]
+    return False, row_off[k], row_off[k + 1]
+
+
+@njit(cache=True, inline="always")
 def _due_rows(k, stamp, row_off, hold_sample, changed_at, synced_at, plst, pseg, pseg_stamp,
               out):
     """Client k's holdings whose alpha changed since its last sync, ascending, into
-    ``out``; returns how many. A client that took part in the previous round synced then,
-    and only that round's commit (on its union) came after: its list there is scanned
-    instead of all its rows."""
+    ``out``; returns how many."""
     n = 0
     since = synced_at[k]
-    if pseg_stamp[k] == stamp - 1:
-        for t in range(pseg[k, 0], pseg[k, 1]):
-            h = plst[t]
-            if changed_at[hold_sample[h]] > since:
-                out[n] = h
-                n += 1
-    else:
-        for h in range(row_off[k], row_off[k + 1]):
-            if changed_at[hold_sample[h]] > since:
-                out[n] = h
-                n += 1
+    recent, lo, hi = _candidate_rows(k, stamp, row_off, pseg, pseg_stamp)
+    for t in range(lo, hi):
+        h = plst[t] if recent else t
+        if changed_at[hold_sample[h]] > since:
+            out[n] = h
+            n += 1
     return n
 
 
@@ -514,8 +518,7 @@ def report_changes(avail, stamp, data, indices, indptr, row_off, feat_off, hold_
         k = avail[a]
         token += 1
         n = 0
-        recent = pseg_stamp[k] == stamp - 1
-        lo, hi = (pseg[k, 0], pseg[k, 1]) if recent else (row_off[k], row_off[k + 1])
+        recent, lo, hi = _candidate_rows(k, stamp, row_off, pseg, pseg_stamp)
         for t in range(lo, hi):
             h = plst[t] if recent else t
             if unreported_at[h] == stamp and unreported[h] != 0.0:
