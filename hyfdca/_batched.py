@@ -5,10 +5,13 @@
 fixed-point integers for alpha, dalpha and the inner-product parts, the masked sums'
 fixed-point shares) and gives the same bits: alpha, w and every round's step. What it
 drops is the per-message machinery: no Channel, no message objects, no per-client Python
-loop, no traffic or crypto-operation accounting (the round record's ``rtc`` is counted
-from the phases; bytes and operation counts are reported as 0; ``compute_seconds`` is the
-wall time of the batched LocalDualMethod kernel over all clients, not the slowest
-client's; ``updates`` counts the round's coordinate updates).
+loop, no traffic accounting. The round record's ``rtc`` is counted from the phases and the
+plain backend's operation counts (encrypt, decrypt, add, multiply: the values each phase
+encrypts, decrypts and adds) from the union, the synced rows and the draws, equal to the
+message protocol's (tested); bytes are reported as 0. ``compute_seconds`` estimates the
+slowest client's LocalDualMethod time: the batched kernel's CPU time (wall time x Numba
+threads) apportioned to clients by the size of their steps (non-zeros of the drawn rows
++ 1 per step). ``updates`` counts the round's coordinate updates.
 
 Index draws come from ``hyfdca._draws`` (counter-based, keyed by (stream, round)), shared
 with the message protocol's clients; participation from ``hyfdca.participation``.
@@ -179,6 +182,7 @@ class BatchedHyFDCA:
         self.present = np.zeros(N, dtype=np.int64)
         self.eligible = np.ones(N, dtype=bool)
         self.err = np.zeros(1, dtype=np.int64)
+        self.work = np.zeros(K, dtype=np.int64)  # per available client: size of its steps
 
     # --- views matching the message protocol ---------------------------------------------
 
@@ -213,13 +217,14 @@ class BatchedHyFDCA:
         phase_a = not (full and self.round > 0)
         start = time.perf_counter()
         prev, cur = self.lists = self.lists[::-1]
+        synced = 0
         if phase_a:
             rtc += 1
             consistent = s.aggregation == "consistent"
             if consistent:
                 kern.complete_samples(avail_mask, self.samp_ptr, self.samp_hold,
                                       self.hold_client, self.eligible)
-            self.token = kern.sync_and_report(
+            self.token, synced = kern.sync_and_report(
                 avail, stamp, self.data, self.indices, self.indptr, self.row_off,
                 self.feat_off, self.hold_feat, self.hold_sample, self.changed_at,
                 self.synced_at, self.enc_alpha, self.alpha_scale, self.alpha_loc,
@@ -228,13 +233,14 @@ class BatchedHyFDCA:
             kern.draw_clients(avail, self.round, self.row_off, self.hold_sample, self.eligible,
                               consistent, self.stream_keys, self.H, permuted, self.draw_off,
                               self.drawn, self.drawn_cnt, self.cand, self.perm)
-        n_union = kern.drawn_union(avail, self.row_off, self.hold_sample, self.draw_off,
-                                   self.drawn, self.drawn_cnt, self.mark, stamp, self.union)
+        n_union = kern.drawn_union(avail, self.row_off, self.hold_sample, self.indptr,
+                                   self.draw_off, self.drawn, self.drawn_cnt, self.mark, stamp,
+                                   self.union, self.work)
         n_requested = kern.union_holdings(self.union, n_union, self.samp_ptr, self.samp_hold,
                                           self.hold_client, self.row_off, avail, avail_mask,
                                           stamp, cur.lst, cur.seg, cur.stamp)
         if not phase_a:  # the dual sync rides with phase B (or C: local margins)
-            kern.sync_clients(avail, stamp, self.row_off, self.hold_sample, self.changed_at,
+            synced = kern.sync_clients(avail, stamp, self.row_off, self.hold_sample, self.changed_at,
                               self.synced_at, self.enc_alpha, self.alpha_scale, self.alpha_loc,
                               self.version, self.unreported, self.unreported_at, prev.lst,
                               prev.seg, prev.stamp, self.cand)
@@ -263,7 +269,7 @@ class BatchedHyFDCA:
             gpu.local_dual(self, avail, stamp)
         compute = time.perf_counter() - compute_start
         self._check("a dual update")
-        kern.dual_aggregation(self.union, n_union, avail_mask, self.samp_ptr, self.samp_hold,
+        received, union_holdings = kern.dual_aggregation(self.union, n_union, avail_mask, self.samp_ptr, self.samp_hold,
                               self.hold_client, self.hold_mark, stamp, self.upd,
                               self.enc_delta, self.touched, self.present, self.err)
         self._check("an aggregated dual update")
@@ -287,11 +293,11 @@ class BatchedHyFDCA:
             revealed = _masked_sum(shares, self.frac_bits)
             g = line_search_step(revealed, self.w, dw, s.lam, s.curvature_of_conjugate)
         m, g = quantize_step(g, s.step_bits)
-        touched_any = kern.apply_step(self.union, n_union, self.touched, stamp,
+        n_touched = kern.apply_step(self.union, n_union, self.touched, stamp,
                                       self.enc_delta, self.enc_alpha, m, s.step_bits > 0,
                                       self.changed_at, self.version + 1, self.err)
         self._check("alpha")
-        if touched_any:
+        if n_touched:
             self.version += 1
         kern.settle(avail, self.hold_sample, self.alpha_loc, self.enc_delta,
                     self.inv_frac_scale, cur.lst, cur.seg, g, self.synced_at,
@@ -306,10 +312,22 @@ class BatchedHyFDCA:
                                 self.wk, self.frac_scale, self.parts, self.err)
             self._check("an inner product")
         self.round += 1
+        # the plain backend's counts, phase by phase as the message protocol performs them
+        margins = 0 if self.local_margins else 1
+        encrypt = margins * n_requested + received
+        if s.second_inner_product:
+            encrypt += int(self.row_off[avail + 1].sum() - self.row_off[avail].sum())
+        stepped = n_touched if m != 0 else 0
+        work = self.work[:avail.size]
+        total_work = int(work.sum())
+        if total_work:
+            compute *= numba.get_num_threads() * int(work.max()) / total_work
         return dict(round=self.round, available=int(avail.size), step=g, rtc=rtc,
                     bytes_up=0, bytes_down=0, compute_seconds=compute, updates=updates,
                     engine_seconds=time.perf_counter() - start,
-                    encrypt=0, decrypt=0, add=0, multiply=0)
+                    encrypt=encrypt, decrypt=int(synced) + margins * updates + n_requested,
+                    add=margins * union_holdings + received + stepped,
+                    multiply=stepped if s.step_bits > 0 else 0)
 
     # --- certificate ----------------------------------------------------------------------
 

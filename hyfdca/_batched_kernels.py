@@ -281,13 +281,16 @@ def sync_and_report(avail, stamp, data, indices, indptr, row_off, feat_off, hold
     """Phase A, client after client (the order in which the server adds the changes):
     dual sync, and w += (X^k)^T (alpha_new - alpha_old) / (lam N) over the synced rows.
     ``due``: scratch over the largest I_k; ``row``, ``mark``, ``touched``: over the largest
-    J_k (row kept at 0)."""
+    J_k (row kept at 0). Returns (last scratch token, rows synced)."""
+    synced = 0
     for a in range(avail.shape[0]):
         k = avail[a]
         token += 1
         n = 0
-        for t in range(_due_rows(k, stamp, row_off, hold_sample, changed_at, synced_at, plst,
-                                 pseg, pseg_stamp, due)):
+        n_due = _due_rows(k, stamp, row_off, hold_sample, changed_at, synced_at, plst, pseg,
+                          pseg_stamp, due)
+        synced += n_due
+        for t in range(n_due):
             h = due[t]
             new = np.float64(enc_alpha[hold_sample[h]]) * alpha_scale
             change = 0.0 + (new - alpha_loc[h])  # the client's report buffer starts at 0
@@ -297,7 +300,7 @@ def sync_and_report(avail, stamp, data, indices, indptr, row_off, feat_off, hold
                                     row, mark, token, touched, n)
         synced_at[k] = version
         _scatter(k, feat_off, hold_feat, row, touched, n, w)
-    return token
+    return token, synced
 
 
 @njit(cache=True, parallel=True)
@@ -316,14 +319,18 @@ def sync_clients(avail, stamp, row_off, hold_sample, changed_at, synced_at, enc_
                  alpha_scale, alpha_loc, version, unreported, unreported_at, plst, pseg,
                  pseg_stamp, due):
     """Dual sync riding with phase B or C: the changes wait for phase D's report
-    (``unreported[h]``, valid where ``unreported_at[h] == stamp``)."""
+    (``unreported[h]``, valid where ``unreported_at[h] == stamp``). Returns the rows
+    synced."""
     chunks = due.shape[0]
+    synced = 0
     for tid in prange(chunks):
         for a in range(tid, avail.shape[0], chunks):
             k = avail[a]
             dt = due[tid]
-            for t in range(_due_rows(k, stamp, row_off, hold_sample, changed_at, synced_at,
-                                     plst, pseg, pseg_stamp, dt)):
+            n_due = _due_rows(k, stamp, row_off, hold_sample, changed_at, synced_at, plst,
+                              pseg, pseg_stamp, dt)
+            synced += n_due
+            for t in range(n_due):
                 h = dt[t]
                 new = np.float64(enc_alpha[hold_sample[h]]) * alpha_scale
                 base = unreported[h] if unreported_at[h] == stamp else 0.0
@@ -331,6 +338,7 @@ def sync_clients(avail, stamp, row_off, hold_sample, changed_at, synced_at, enc_
                 unreported_at[h] = stamp
                 alpha_loc[h] = new
             synced_at[k] = version
+    return synced
 
 
 @njit(cache=True)
@@ -343,19 +351,25 @@ def aggregate_features(v, hold_feat, out):
 
 
 @njit(cache=True)
-def drawn_union(avail, row_off, hold_sample, draw_off, drawn, drawn_cnt, mark, stamp, union):
+def drawn_union(avail, row_off, hold_sample, indptr, draw_off, drawn, drawn_cnt, mark, stamp,
+                union, work):
     """The distinct samples drawn by the available clients (stamped ``mark[i] = stamp``);
-    returns how many were written to ``union``."""
+    returns how many were written to ``union``. ``work[a]``: the local steps' size for the
+    a-th available client, sum over its draws of (non-zeros of the row + 1)."""
     n = 0
     for a in range(avail.shape[0]):
         k = avail[a]
         d0 = draw_off[k]
+        size = 0
         for t in range(drawn_cnt[k]):
-            i = hold_sample[row_off[k] + drawn[d0 + t]]
+            h = row_off[k] + drawn[d0 + t]
+            size += indptr[h + 1] - indptr[h] + 1
+            i = hold_sample[h]
             if mark[i] != stamp:
                 mark[i] = stamp
                 union[n] = i
                 n += 1
+        work[a] = size
     return n
 
 
@@ -454,12 +468,16 @@ def local_dual(avail, local_margins, data, indices, indptr, row_off, feat_off, h
 @njit(cache=True, parallel=True)
 def dual_aggregation(union, n_union, avail_mask, samp_ptr, samp_hold, hold_client, hold_mark,
                      stamp, upd, enc_delta, touched, present, err):
-    """enc_delta_i = sum of the holders' encoded updates; touched_i; present holders."""
+    """enc_delta_i = sum of the holders' encoded updates; touched_i; present holders.
+    Returns (encoded updates received, holdings of the union samples)."""
+    received = 0
+    holdings = 0
     for x in prange(n_union):
         i = union[x]
         total = np.int64(0)
         hit = False
         count = 0
+        holdings += samp_ptr[i + 1] - samp_ptr[i]
         for e in range(samp_ptr[i], samp_ptr[i + 1]):
             h = samp_hold[e]
             if avail_mask[hold_client[h]]:
@@ -467,11 +485,13 @@ def dual_aggregation(union, n_union, avail_mask, samp_ptr, samp_hold, hold_clien
             if hold_mark[h] == stamp:
                 total += upd[h]
                 hit = True
+                received += 1
         if not (abs(np.float64(total)) < _LIMIT):
             err[0] = 1
         enc_delta[i] = total
         present[i] = count
         touched[i] = stamp if hit else touched[i]
+    return received, holdings
 
 
 @njit(cache=True, parallel=True)
@@ -541,13 +561,13 @@ def report_changes(avail, stamp, data, indices, indptr, row_off, feat_off, hold_
 def apply_step(union, n_union, touched, stamp, enc_delta, enc_alpha, m, multiply, changed_at,
                version, err):
     """Enc(alpha_i) += m Enc(dalpha_i) (or + Enc(dalpha_i)) on touched samples; mark them
-    changed at ``version``. Returns whether any sample was touched."""
-    any_touched = False
+    changed at ``version``. Returns how many samples were touched."""
+    n_touched = 0
     for x in range(n_union):
         i = union[x]
         if touched[i] != stamp:
             continue
-        any_touched = True
+        n_touched += 1
         if m != 0:
             step = enc_delta[i]
             if multiply:
@@ -559,7 +579,7 @@ def apply_step(union, n_union, touched, stamp, enc_delta, enc_alpha, m, multiply
                 err[0] = 1
             enc_alpha[i] = total
         changed_at[i] = version
-    return any_touched
+    return n_touched
 
 
 @njit(cache=True, parallel=True)

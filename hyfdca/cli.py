@@ -203,7 +203,7 @@ def cmd_experiment(args):
         raise SystemExit(f"unknown method(s) {unknown}; known: {list(experiments.ALL_METHODS)}")
     _, wins_iter, wins_time, total = experiments.run_suite(
         config, args.output, methods=methods, costs=costs, latency=args.latency,
-        seed=args.seed)
+        seed=args.seed, engine=args.engine)
     print((open(f"{args.output}/verdict.md").read()))
     print(f"figures and tables in {args.output}/")
     print(f"headline: hyfdca_wins_iter={wins_iter}/{total} hyfdca_wins_time={wins_time}/{total}")
@@ -310,6 +310,9 @@ def build_parser():
     p.add_argument("--cost-values", type=int, default=20,
                    help="values per vector when measuring the backend's costs")
     p.add_argument("--latency", type=float, default=0.2575, help="seconds per round trip")
+    p.add_argument("--engine", choices=("batched", "protocol"), default="batched",
+                   help="HyFDCA's engine: batched (all clients per Numba call) or protocol "
+                        "(per-client messages); same iterates and operation counts")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--output", default="hyfdca-experiment")
     p.set_defaults(func=cmd_experiment)

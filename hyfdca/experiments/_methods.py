@@ -2,7 +2,8 @@
 on a FederatedDataset with the time model of design section 3.
 
 Encryption time. HyFDCA runs with exact operation counts (the plaintext backend counts
-every encrypt, decrypt, add and multiply); each round is charged those counts times the
+every encrypt, decrypt, add and multiply; the batched engine, which gives the same bits,
+reports the same counts); each round is charged those counts times the
 per-value costs measured on this machine for the chosen backend
 (:func:`hyfdca.profile.measure_operations`): client-side operations split evenly over the
 round's present clients (they work in parallel), server-side ones in full. The baselines
@@ -73,6 +74,7 @@ class Problem:
     p_star: float
     validation: tuple | None = None
     seed: int = 0
+    engine: str = "batched"  # HyFDCA's engine: "batched" or "protocol" (same iterates)
 
 
 def run_method(method, problem, params, *, rounds, eval_every=1, costs=None):
@@ -84,7 +86,8 @@ def run_method(method, problem, params, *, rounds, eval_every=1, costs=None):
                                                **common, **params)
         _, history = run_hyfdca(problem.dataset, settings, max_rounds=rounds,
                                 eval_every=eval_every, p_star=problem.p_star,
-                                validation=problem.validation, seed=problem.seed)
+                                validation=problem.validation, seed=problem.seed,
+                                engine=problem.engine)
         if costs is not None:
             charge_encryption(history, costs)
         return history

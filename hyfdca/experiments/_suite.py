@@ -57,9 +57,10 @@ def _log(message):
 
 
 def run_suite(config, output, *, methods=METHODS, costs=None, latency=0.2575, seed=0,
-              log=_log):
+              engine="batched", log=_log):
     """Run every comparison of ``config`` (QUICK, FULL or alike); write figures, tables and
-    JSON under ``output``; return (comparisons, wins_iter, wins_time, total)."""
+    JSON under ``output``; return (comparisons, wins_iter, wins_time, total). HyFDCA runs
+    on ``engine`` ("batched" or "protocol": same iterates and operation counts)."""
     out = Path(output)
     out.mkdir(parents=True, exist_ok=True)
     comparisons = []
@@ -72,7 +73,7 @@ def run_suite(config, output, *, methods=METHODS, costs=None, latency=0.2575, se
             fed, validation, p_star = prepare(name, partition, lam=config["lam"], seed=seed)
             for fraction in config["fractions"]:
                 problem = Problem(fed, "hinge", config["lam"], "fraction", fraction, p_star,
-                                  validation, seed)
+                                  validation, seed, engine)
                 label = f"{name} {partition} f={fraction:g}"
                 log(f"comparing on {label} ...")
                 per_dataset.append(compare(

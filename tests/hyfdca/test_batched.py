@@ -11,7 +11,7 @@ from hyfdca import partition as P
 from hyfdca._batched import BatchedHyFDCA
 from hyfdca._batched_kernels import pairwise_sum
 from hyfdca._draws import _below, draw_into, draw_positions, round_key, stream_key
-from hyfdca._protocol import HyFDCARun, run_hyfdca
+from hyfdca._protocol import CRYPTO_FIELDS, HyFDCARun, run_hyfdca
 from hyfdca._settings import HyFDCASettings
 
 LAM = 0.05
@@ -43,15 +43,20 @@ def partitions(X, y):
 
 
 def assert_same_run(fed, settings, rounds=5, seed=1, frac_bits=32, moves=True):
-    """Step both engines side by side; every round: step, server alpha (integers), each
-    client's alpha, w; at the end the certificate."""
+    """Step both engines side by side; every round: step, round trips, the plain backend's
+    operation counts, server alpha (integers), each client's alpha, w; at the end the
+    certificate."""
     a = HyFDCARun(fed, settings, seed=seed, frac_bits=frac_bits)
     b = BatchedHyFDCA(fed, settings, seed=seed, frac_bits=frac_bits)
     moved = False
+    operations = 0
     for t in range(rounds):
         ra, rb = a.step(), b.step()
         assert (ra["step"], ra["available"], ra["rtc"]) == (rb["step"], rb["available"],
                                                             rb["rtc"]), t
+        counts = {f: (ra[f], rb[f]) for f in CRYPTO_FIELDS}
+        assert all(x == y for x, y in counts.values()), (t, counts)
+        operations += ra["encrypt"] + ra["decrypt"]
         np.testing.assert_array_equal(b.enc_alpha, a.server.enc_alpha.payload, err_msg=str(t))
         np.testing.assert_array_equal(b.w, a.server.w, err_msg=f"w, round {t}")
         for k, client in enumerate(a.clients):
@@ -59,6 +64,7 @@ def assert_same_run(fed, settings, rounds=5, seed=1, frac_bits=32, moves=True):
                                           client.settled_alpha(a.server.client_step[k]))
         moved |= bool(np.any(b.enc_alpha))
     assert moved == moves  # the comparison saw iterates that move
+    assert operations > 0 or not moves  # and operations to count
     pa, pb = a.certificate(), b.certificate()
     assert pa[:2] == pb[:2]
     np.testing.assert_array_equal(pa[2], pb[2])

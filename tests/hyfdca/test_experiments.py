@@ -97,6 +97,19 @@ def problem():
     return E.Problem(fed, "hinge", 1e-2, "fraction", 0.5, p_star, validation, seed=0)
 
 
+def test_both_engines_give_the_same_history_and_encryption_charge(problem):
+    from dataclasses import replace
+    costs = dict(encrypt=1e-3, decrypt=2e-3, add=1e-5, multiply=1e-4)
+    runs = {engine: E.run_method("HyFDCA", replace(problem, engine=engine), {}, rounds=5,
+                                 costs=costs)
+            for engine in ("protocol", "batched")}
+    a, b = runs["protocol"], runs["batched"]
+    assert a.evaluations == b.evaluations
+    charged = [[r["encryption_seconds"] for r in h.rounds] for h in (a, b)]
+    assert charged[0] == charged[1] and min(charged[0]) > 0
+    assert all(r["compute_seconds"] > 0 for r in b.rounds)
+
+
 def test_tuning_starts_from_the_defaults_and_is_seeded(problem):
     first = E.tune("FedAvg", problem, rounds=4, max_candidates=1)
     assert first.params == dict(iic=0.1, a=1.0, b=10.0) and first.tried == 1
