@@ -167,7 +167,7 @@ class BatchedHyFDCA:
         self.dalpha = np.zeros((T, max_rows))
         self.cand = np.zeros((T, max_rows), dtype=np.int64)
         self.perm = np.tile(np.arange(max_rows, dtype=np.int64), (T, 1))  # identity (draws)
-        self.buf = np.zeros((T, 3, max_rows if s.line_search else 0))
+        self.buf = np.zeros((3, max_rows if s.line_search else 0))  # line-search terms
         # each available client's holdings of the round's union, and the previous round's
         self.lists = [_UnionHoldings(n_hold, K), _UnionHoldings(n_hold, K)]
         self.change_row = np.zeros(max_cols)  # one client's change of v_k (kept at 0)
@@ -239,19 +239,24 @@ class BatchedHyFDCA:
         n_requested = kern.union_holdings(self.union, n_union, self.samp_ptr, self.samp_hold,
                                           self.hold_client, self.row_off, avail, avail_mask,
                                           stamp, cur.lst, cur.seg, cur.stamp)
-        if not phase_a:  # the dual sync rides with phase B (or C: local margins)
-            synced = kern.sync_clients(avail, stamp, self.row_off, self.hold_sample, self.changed_at,
-                              self.synced_at, self.enc_alpha, self.alpha_scale, self.alpha_loc,
-                              self.version, self.unreported, self.unreported_at, prev.lst,
-                              prev.seg, prev.stamp, self.cand)
+        sync = (avail, stamp, self.row_off, self.hold_sample, self.changed_at, self.synced_at,
+                self.enc_alpha, self.alpha_scale, self.alpha_loc, self.version,
+                self.unreported, self.unreported_at, prev.lst, prev.seg, prev.stamp, self.cand)
+        sync_rides = not phase_a  # with phase B (or C: local margins)
+        if sync_rides and (self.local_margins or gpu is not None):
+            synced = kern.sync_clients(*sync)
         if not self.local_margins:
             rtc += 1
-            if gpu is None:
+            if gpu is not None:
+                gpu.inner_products(self, cur.lst[:n_requested])
+            elif sync_rides:
+                synced = kern.sync_and_inner_products(
+                    *sync, self.data, self.indices, self.indptr, self.feat_off, self.hold_feat,
+                    cur.lst, cur.seg, self.w, self.wk, self.frac_scale, self.parts, self.err)
+            else:
                 kern.inner_products(avail, self.data, self.indices, self.indptr, self.row_off,
                                     self.feat_off, self.hold_feat, cur.lst, cur.seg, False,
                                     self.w, self.wk, self.frac_scale, self.parts, self.err)
-            else:
-                gpu.inner_products(self, cur.lst[:n_requested])
             kern.sum_parts(self.union, n_union, self.samp_ptr, self.samp_hold, self.parts,
                            self.margin, self.err)
             self._check("an inner product")
@@ -269,25 +274,23 @@ class BatchedHyFDCA:
             gpu.local_dual(self, avail, stamp)
         compute = time.perf_counter() - compute_start
         self._check("a dual update")
-        received, union_holdings = kern.dual_aggregation(self.union, n_union, avail_mask, self.samp_ptr, self.samp_hold,
-                              self.hold_client, self.hold_mark, stamp, self.upd,
-                              self.enc_delta, self.touched, self.present, self.err)
+        received, union_holdings = kern.dual_aggregation(
+            self.union, n_union, avail_mask, self.samp_ptr, self.samp_hold, self.hold_client,
+            self.hold_mark, stamp, self.upd, self.enc_delta, self.touched, self.present,
+            self.err)
         self._check("an aggregated dual update")
-        shares = np.zeros((avail.size, 3))
-        kern.line_search_shares(avail, self.round, self.row_off, self.hold_sample, self.y,
-                                self.alpha_loc, self.enc_delta, self.inv_frac_scale, cur.lst,
-                                cur.seg, self.present, self.n_samples, s.line_search, shares,
-                                self.buf, full, self.eligible, self.stream_keys, self.H,
-                                permuted, self.draw_off, self.drawn, self.drawn_cnt, self.cand,
-                                self.perm)
+        shares = np.zeros((3, avail.size))  # one column per client
         dw = self.dw
         dw[:] = 0.0
-        self.token = kern.report_changes(
-            avail, stamp, self.data, self.indices, self.indptr, self.row_off, self.feat_off,
-            self.hold_feat, self.hold_sample, self.unreported, self.unreported_at,
-            self.enc_delta, self.inv_frac_scale, cur.lst, cur.seg, prev.lst, prev.seg,
-            prev.stamp, s.lam_n, self.w, dw, self.change_row, self.feat_mark, self.feat_list,
-            self.token)
+        self.token = kern.primal_updates(
+            avail, self.round, stamp, self.data, self.indices, self.indptr, self.row_off,
+            self.feat_off, self.hold_feat, self.hold_sample, self.y, self.alpha_loc,
+            self.unreported, self.unreported_at, self.enc_delta, self.inv_frac_scale, cur.lst,
+            cur.seg, prev.lst, prev.seg, prev.stamp, self.present, self.n_samples,
+            s.line_search, shares, s.lam_n, self.w, dw, self.change_row, self.feat_mark,
+            self.feat_list, self.token, self.buf, full, self.eligible, self.stream_keys,
+            self.H, permuted, self.draw_off, self.drawn, self.drawn_cnt, self.cand[0],
+            self.perm[0])
         g = 1.0
         if s.line_search:
             revealed = _masked_sum(shares, self.frac_bits)
@@ -344,7 +347,7 @@ class BatchedHyFDCA:
         w = np.empty(self.n_features)
         kern.aggregate_features(v, self.hold_feat, w)
         del v
-        sums = np.empty((self.n_clients, 2))
+        sums = np.empty((2, self.n_clients))
         kern.certificate_sums(self.data, self.indices, self.indptr, self.row_off,
                               self.feat_off, self.hold_feat, self.hold_sample,
                               self.hold_client, self.samp_ptr, self.samp_hold, self.y,
@@ -376,13 +379,13 @@ def _offsets(sizes):
 
 
 def _masked_sum(shares, frac_bits):
-    """The server's total of the participants' masked fixed-point shares (one row per
-    client): the masks cancel, so it is the decoded sum of the encoded rows."""
-    rows = shares.shape[0]
-    headroom = int(np.ceil(np.log2(max(rows, 1))))
-    scaled = np.round(np.ldexp(shares, frac_bits))
+    """The server's total of the participants' masked fixed-point shares (one column per
+    client): the masks cancel, so it is the decoded sum of the encoded columns."""
+    clients = shares.shape[1]
+    headroom = int(np.ceil(np.log2(max(clients, 1))))
+    scaled = np.rint(shares * 2.0 ** frac_bits)  # = round(ldexp(shares, f)): exact scaling
     if scaled.size and np.max(np.abs(scaled)) >= 2.0 ** (62 - headroom):
         raise OverflowError(f"fixed-point overflow: a secure-sum share needs more than "
                             f"{62 - headroom} bits")
-    total = scaled.astype(np.int64).sum(axis=0)
+    total = scaled.astype(np.int64).sum(axis=1)
     return np.ldexp(total.astype(np.float64), -frac_bits)

@@ -314,30 +314,39 @@ def draw_clients(avail, round_, row_off, hold_sample, eligible, use_eligible, st
                   H, permuted, draw_off, drawn, drawn_cnt, cand[tid], scratch[tid])
 
 
+@njit(cache=True, inline="always")
+def _sync_client(k, stamp, row_off, hold_sample, changed_at, synced_at, enc_alpha, alpha_scale,
+                 alpha_loc, version, unreported, unreported_at, plst, pseg, pseg_stamp, due):
+    """Client k's dual sync riding with phase B or C: the changes wait for phase D's report
+    (``unreported[h]``, valid where ``unreported_at[h] == stamp``). Returns the rows
+    synced."""
+    n_due = _due_rows(k, stamp, row_off, hold_sample, changed_at, synced_at, plst, pseg,
+                      pseg_stamp, due)
+    for t in range(n_due):
+        h = due[t]
+        new = np.float64(enc_alpha[hold_sample[h]]) * alpha_scale
+        base = unreported[h] if unreported_at[h] == stamp else 0.0
+        unreported[h] = base + (new - alpha_loc[h])
+        unreported_at[h] = stamp
+        alpha_loc[h] = new
+    synced_at[k] = version
+    return n_due
+
+
 @njit(cache=True, parallel=True)
 def sync_clients(avail, stamp, row_off, hold_sample, changed_at, synced_at, enc_alpha,
                  alpha_scale, alpha_loc, version, unreported, unreported_at, plst, pseg,
                  pseg_stamp, due):
-    """Dual sync riding with phase B or C: the changes wait for phase D's report
-    (``unreported[h]``, valid where ``unreported_at[h] == stamp``). Returns the rows
-    synced."""
+    """Every available client's dual sync riding with phase C (local margins). Returns
+    the rows synced."""
     chunks = due.shape[0]
     synced = 0
     for tid in prange(chunks):
         for a in range(tid, avail.shape[0], chunks):
-            k = avail[a]
-            dt = due[tid]
-            n_due = _due_rows(k, stamp, row_off, hold_sample, changed_at, synced_at, plst,
-                              pseg, pseg_stamp, dt)
-            synced += n_due
-            for t in range(n_due):
-                h = dt[t]
-                new = np.float64(enc_alpha[hold_sample[h]]) * alpha_scale
-                base = unreported[h] if unreported_at[h] == stamp else 0.0
-                unreported[h] = base + (new - alpha_loc[h])
-                unreported_at[h] = stamp
-                alpha_loc[h] = new
-            synced_at[k] = version
+            synced += _sync_client(avail[a], stamp, row_off, hold_sample, changed_at,
+                                   synced_at, enc_alpha, alpha_scale, alpha_loc, version,
+                                   unreported, unreported_at, plst, pseg, pseg_stamp,
+                                   due[tid])
     return synced
 
 
@@ -383,33 +392,60 @@ def _row_dot_global(data, indices, indptr, h, f0, hold_feat, w):
     return s
 
 
+@njit(cache=True, inline="always")
+def _client_parts(k, data, indices, indptr, row_off, feat_off, hold_feat, lst, seg, every, w,
+                  wk, frac_scale, parts, err):
+    """SecureInnerProduct, client k's side: it encodes x_i^k . w for its holdings of the
+    round's union (``lst[seg[k, 0]:seg[k, 1]]``), or for all its rows (``every``: the
+    second SecureInnerProduct). w is gathered onto J_k only when those rows have more
+    non-zeros than |J_k|."""
+    f0 = feat_off[k]
+    lo, hi = (row_off[k], row_off[k + 1]) if every else (seg[k, 0], seg[k, 1])
+    work = 0
+    for t in range(lo, hi):
+        h = t if every else lst[t]
+        work += indptr[h + 1] - indptr[h]
+    gather = work > feat_off[k + 1] - f0
+    if gather:
+        _gather_w(k, feat_off, hold_feat, w, wk)
+    for t in range(lo, hi):
+        h = t if every else lst[t]
+        if gather:
+            z = _row_dot(data, indices, indptr, h, wk)
+        else:
+            z = _row_dot_global(data, indices, indptr, h, f0, hold_feat, w)
+        parts[h] = _encode(z, frac_scale, err)
+
+
 @njit(cache=True, parallel=True)
 def inner_products(avail, data, indices, indptr, row_off, feat_off, hold_feat, lst, seg,
                    every, w, wk, frac_scale, parts, err):
-    """SecureInnerProduct, client side: every available client encodes x_i^k . w for its
-    holdings of the round's union (``lst[seg[k, 0]:seg[k, 1]]``), or for all its rows
-    (``every``: the second SecureInnerProduct). w is gathered onto J_k only when those rows
-    have more non-zeros than |J_k|."""
+    """Every available client's parts (``_client_parts``)."""
     chunks = wk.shape[0]
     for tid in prange(chunks):
         for a in range(tid, avail.shape[0], chunks):
+            _client_parts(avail[a], data, indices, indptr, row_off, feat_off, hold_feat, lst,
+                          seg, every, w, wk[tid], frac_scale, parts, err)
+
+
+@njit(cache=True, parallel=True)
+def sync_and_inner_products(avail, stamp, row_off, hold_sample, changed_at, synced_at,
+                            enc_alpha, alpha_scale, alpha_loc, version, unreported,
+                            unreported_at, plst, pseg, pseg_stamp, due, data, indices, indptr,
+                            feat_off, hold_feat, lst, seg, w, wk, frac_scale, parts, err):
+    """Phase B with the dual sync riding on it, client by client: ``_sync_client`` then
+    ``_client_parts`` (one visit of each client). Returns the rows synced."""
+    chunks = wk.shape[0]
+    synced = 0
+    for tid in prange(chunks):
+        for a in range(tid, avail.shape[0], chunks):
             k = avail[a]
-            f0 = feat_off[k]
-            lo, hi = (row_off[k], row_off[k + 1]) if every else (seg[k, 0], seg[k, 1])
-            work = 0
-            for t in range(lo, hi):
-                h = t if every else lst[t]
-                work += indptr[h + 1] - indptr[h]
-            gather = work > feat_off[k + 1] - f0
-            if gather:
-                _gather_w(k, feat_off, hold_feat, w, wk[tid])
-            for t in range(lo, hi):
-                h = t if every else lst[t]
-                if gather:
-                    z = _row_dot(data, indices, indptr, h, wk[tid])
-                else:
-                    z = _row_dot_global(data, indices, indptr, h, f0, hold_feat, w)
-                parts[h] = _encode(z, frac_scale, err)
+            synced += _sync_client(k, stamp, row_off, hold_sample, changed_at, synced_at,
+                                   enc_alpha, alpha_scale, alpha_loc, version, unreported,
+                                   unreported_at, plst, pseg, pseg_stamp, due[tid])
+            _client_parts(k, data, indices, indptr, row_off, feat_off, hold_feat, lst, seg,
+                          False, w, wk[tid], frac_scale, parts, err)
+    return synced
 
 
 @njit(cache=True, parallel=True)
@@ -494,46 +530,21 @@ def dual_aggregation(union, n_union, avail_mask, samp_ptr, samp_hold, hold_clien
     return received, holdings
 
 
-@njit(cache=True, parallel=True)
-def line_search_shares(avail, round_, row_off, hold_sample, y, alpha_loc, enc_delta,
-                       inv_frac_scale, lst, seg, present, n_samples, line_search, shares, buf,
-                       predraw, eligible, stream_keys, H, permuted, draw_off, drawn,
-                       drawn_cnt, cand, scratch):
-    """Phase D for every available client: its line-search shares of
-    (1/N) sum_i (y_i d_i, alpha_i d_i, d_i^2) / present holders over its union holdings,
-    and (full participation) next round's draws."""
-    chunks = cand.shape[0]
-    for tid in prange(chunks):
-        for a in range(tid, avail.shape[0], chunks):
-            k = avail[a]
-            if line_search:
-                bt = buf[tid]
-                n = 0
-                for t in range(seg[k, 0], seg[k, 1]):
-                    h = lst[t]
-                    i = hold_sample[h]
-                    before = alpha_loc[h]
-                    d = np.float64(enc_delta[i]) * inv_frac_scale
-                    weight = 1.0 / np.float64(present[i] * n_samples)
-                    bt[0, n] = weight * y[h] * d
-                    bt[1, n] = weight * before * d
-                    bt[2, n] = weight * d * d
-                    n += 1
-                for j in range(3):
-                    shares[a, j] = pairwise_sum(bt[j], 0, n)
-            if predraw:
-                _draw(k, round_ + 1, row_off, hold_sample, eligible, False, stream_keys, H,
-                      permuted, draw_off, drawn, drawn_cnt, cand[tid], scratch[tid])
-
-
 @njit(cache=True)
-def report_changes(avail, stamp, data, indices, indptr, row_off, feat_off, hold_feat,
-                   hold_sample, unreported, unreported_at, enc_delta, inv_frac_scale, lst, seg,
-                   plst, pseg, pseg_stamp, lam_n, w, dw, row, mark, touched_feats, token):
-    """Phase D, client after client: w += its synced change (X^k)^T unreported / (lam N)
-    (rows synced this round: within its previous round's union holdings if it took part
-    then, else anywhere), dw += its tentative change (X^k)^T d / (lam N) over its union
-    holdings. Returns the last scratch token."""
+def primal_updates(avail, round_, stamp, data, indices, indptr, row_off, feat_off, hold_feat,
+                   hold_sample, y, alpha_loc, unreported, unreported_at, enc_delta,
+                   inv_frac_scale, lst, seg, plst, pseg, pseg_stamp, present, n_samples,
+                   line_search, shares, lam_n, w, dw, row, mark, touched_feats, token, buf,
+                   predraw, eligible, stream_keys, H, permuted, draw_off, drawn, drawn_cnt,
+                   cand, scratch):
+    """Phase D, client after client (the order in which the server adds the changes): each
+    available client's PrimalUpdate in one pass over its rows.
+
+    w += its synced change (X^k)^T unreported / (lam N) (rows synced this round: within
+    its previous round's union holdings if it took part then, else anywhere); dw += its
+    tentative change (X^k)^T d / (lam N) over its union holdings; its line-search shares
+    (1/N) sum_i (y_i d_i, alpha_i d_i, d_i^2) / present holders; (full participation)
+    next round's draws. Returns the last scratch token."""
     for a in range(avail.shape[0]):
         k = avail[a]
         token += 1
@@ -547,13 +558,27 @@ def report_changes(avail, stamp, data, indices, indptr, row_off, feat_off, hold_
         _scatter(k, feat_off, hold_feat, row, touched_feats, n, w)
         token += 1
         n = 0
+        terms = 0
         for t in range(seg[k, 0], seg[k, 1]):
             h = lst[t]
-            d = np.float64(enc_delta[hold_sample[h]]) * inv_frac_scale
+            i = hold_sample[h]
+            d = np.float64(enc_delta[i]) * inv_frac_scale
+            if line_search:
+                weight = 1.0 / np.float64(present[i] * n_samples)
+                buf[0, terms] = weight * y[h] * d
+                buf[1, terms] = weight * alpha_loc[h] * d
+                buf[2, terms] = weight * d * d
+                terms += 1
             if d != 0.0:
                 n = _add_row_marked(data, indices, indptr[h], indptr[h + 1], d, lam_n, row,
                                     mark, token, touched_feats, n)
         _scatter(k, feat_off, hold_feat, row, touched_feats, n, dw)
+        if line_search:
+            for j in range(3):
+                shares[j, a] = pairwise_sum(buf[j], 0, terms)
+        if predraw:
+            _draw(k, round_ + 1, row_off, hold_sample, eligible, False, stream_keys, H,
+                  permuted, draw_off, drawn, drawn_cnt, cand, scratch)
     return token
 
 
@@ -617,7 +642,8 @@ def certificate_sums(data, indices, indptr, row_off, feat_off, hold_feat, hold_s
                      hold_client, samp_ptr, samp_hold, y, inv_holders, eval_alpha, w, wk,
                      frac_scale, inv_frac_scale, n_samples, code, smoothing, parts, margin, z,
                      weight, out, err):
-    """Every margin by secure inner product, then each client's (loss, conjugate) sums."""
+    """Every margin by secure inner product, then each client's (loss, conjugate) sums
+    (``out[:, k]``)."""
     K = row_off.shape[0] - 1
     chunks = wk.shape[0]
     for tid in prange(chunks):
@@ -641,5 +667,5 @@ def certificate_sums(data, indices, indptr, row_off, feat_off, hold_feat, hold_s
             weight[h] = inv_holders[h] / n_samples
         loss, conj = weighted_objective_sums(code, z[r0:r1], y[r0:r1], eval_alpha[r0:r1],
                                              weight[r0:r1], smoothing)
-        out[k, 0] = loss
-        out[k, 1] = conj
+        out[0, k] = loss
+        out[1, k] = conj
