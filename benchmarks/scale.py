@@ -207,7 +207,7 @@ def worker(name, specs, rounds, fractions, threads, with_full=True):
             print(json.dumps(rows[-1]), flush=True)
             del run
         if fed.n_clients == 5000 and with_full:
-            fixed, slope = fixed_cost(fed, max(rounds, 3))
+            fixed, slope = fixed_cost(fed, max(rounds, 5))
             print(json.dumps(dict(fixed_ms=fixed, us_per_update=slope)), flush=True)
         del fed
     return rows

@@ -296,9 +296,9 @@ class BatchedHyFDCA:
             revealed = _masked_sum(shares, self.frac_bits)
             g = line_search_step(revealed, self.w, dw, s.lam, s.curvature_of_conjugate)
         m, g = quantize_step(g, s.step_bits)
-        n_touched = kern.apply_step(self.union, n_union, self.touched, stamp,
-                                      self.enc_delta, self.enc_alpha, m, s.step_bits > 0,
-                                      self.changed_at, self.version + 1, self.err)
+        n_touched = kern.apply_step(self.union, n_union, self.touched, stamp, self.enc_delta,
+                                    self.enc_alpha, m, s.step_bits > 0, self.changed_at,
+                                    self.version + 1, self.err)
         self._check("alpha")
         if n_touched:
             self.version += 1

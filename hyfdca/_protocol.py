@@ -227,7 +227,8 @@ def run_hyfdca(dataset, settings, *, max_rounds=100, tol=None, eval_every=1, p_s
     ``engine="batched"`` (``crypto="plain"`` only, no ``record``) runs
     :class:`hyfdca._batched.BatchedHyFDCA` instead: the same iterates bit for bit, every
     client of a round in one Numba call per phase (``backend="cupy"``: on a GPU), without
-    the message-level accounting (bytes and operation counts are 0).
+    the message-level accounting (bytes are 0; the plain backend's operation counts are
+    reported, equal to the message protocol's).
 
     Stops after ``max_rounds``, when the certificate's gap is at most ``tol``, or when the
     gap is no longer finite (divergence). ``validation`` = (X_val, y_val) adds the

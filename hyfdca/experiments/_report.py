@@ -9,19 +9,24 @@ COLORS = {"HyFDCA": "#C44E52", "FedAvg": "#4C72B0", "HyFEM": "#55A868", "D3CA": 
           "ADMM": "#CCB974"}
 
 
-def plot_grid(comparisons, path, *, axis="iteration", smooth=0.01):
-    """One column per comparison; rows: relative loss (log) and validation accuracy (%),
-    against relative outer iteration (%) or simulated wall time (s); one line per method,
-    smoothed by a trailing moving average over ``smooth`` of the points."""
+def plot_grid(comparisons, path, *, axis="iteration", smooth=0.01, columns=3):
+    """One panel pair per comparison, ``columns`` pairs per row (the paper's grid: one row
+    per partition, one column per fraction): relative loss (log) above validation
+    accuracy (%), against relative outer iteration (%) or simulated wall time (s); one line
+    per method, smoothed by a trailing moving average over ``smooth`` of the points."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     n = len(comparisons)
-    fig, axes = plt.subplots(2, n, figsize=(3.2 * n + 1, 6), squeeze=False,
-                             constrained_layout=True)
-    for col, comp in enumerate(comparisons):
+    cols = min(n, columns)
+    rows = -(-n // cols)
+    fig, axes = plt.subplots(2 * rows, cols, figsize=(3.6 * cols + 1, 5.2 * rows),
+                             squeeze=False, constrained_layout=True)
+    for index, comp in enumerate(comparisons):
+        top, col = 2 * (index // cols), index % cols
+        loss_ax, acc_ax = axes[top, col], axes[top + 1, col]
         runs = comp.by_iteration if axis == "iteration" else comp.by_time
         for method, history in runs.items():
             rounds, rel = evaluated(history, "relative_loss")
@@ -33,15 +38,19 @@ def plot_grid(comparisons, path, *, axis="iteration", smooth=0.01):
             window = smoothing_window(rel.size, smooth)
             style = dict(color=COLORS.get(method), label=method)
             keep = rel > 0
-            axes[0, col].semilogy(x[keep], moving_average(rel, window)[keep], **style)
-            axes[1, col].plot(x, 100 * moving_average(acc, window), **style)
-        axes[0, col].set_title(comp.name, fontsize=9)
-        for row in range(2):
-            axes[row, col].grid(True, which="both", alpha=0.3)
-            axes[row, col].set_xlabel("outer iteration (% of the run)" if axis == "iteration"
-                                      else f"simulated wall time (s, {comp.latency:g} s/RTC)")
-        axes[0, col].set_ylabel("relative loss (P - P*) / P*")
-        axes[1, col].set_ylabel("validation accuracy (%)")
+            loss_ax.semilogy(x[keep], moving_average(rel, window)[keep], **style)
+            acc_ax.plot(x, 100 * moving_average(acc, window), **style)
+        loss_ax.set_title(comp.name, fontsize=9)
+        for ax in (loss_ax, acc_ax):
+            ax.grid(True, which="both", alpha=0.3)
+            ax.set_xlabel("outer iteration (% of the run)" if axis == "iteration"
+                          else f"simulated wall time (s, {comp.latency:g} s/RTC)")
+        loss_ax.set_ylabel("relative loss (P - P*) / P*")
+        acc_ax.set_ylabel("validation accuracy (%)")
+    for index in range(n, rows * cols):  # unused panels of a last, shorter row
+        top, col = 2 * (index // cols), index % cols
+        axes[top, col].set_visible(False)
+        axes[top + 1, col].set_visible(False)
     axes[0, 0].legend(fontsize=8)
     fig.savefig(path, dpi=110)
     plt.close(fig)

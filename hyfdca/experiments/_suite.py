@@ -82,10 +82,10 @@ def run_suite(config, output, *, methods=METHODS, costs=None, latency=0.2575, se
                     budget_seconds=config["budget_seconds"], costs=costs, latency=latency,
                     eval_every=config.get("eval_every", 1)))
         if per_dataset:
-            plot_grid(per_dataset, out / f"{name}_iterations.png", axis="iteration")
-            plot_grid(per_dataset, out / f"{name}_iterations.pdf", axis="iteration")
-            plot_grid(per_dataset, out / f"{name}_time.png", axis="time")
-            plot_grid(per_dataset, out / f"{name}_time.pdf", axis="time")
+            grid = dict(columns=len(config["fractions"]))  # a row per partition
+            for axis, stem in (("iteration", "iterations"), ("time", "time")):
+                for suffix in ("png", "pdf"):
+                    plot_grid(per_dataset, out / f"{name}_{stem}.{suffix}", axis=axis, **grid)
             plot_time_breakdown(per_dataset, out / f"{name}_time_breakdown.png")
             plot_time_breakdown(per_dataset, out / f"{name}_time_breakdown.pdf")
         comparisons += per_dataset
