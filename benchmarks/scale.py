@@ -32,7 +32,8 @@ clients. covtype 12x12 also gets the extrapolated time of the paper's 30,000 rou
 
     python benchmarks/scale.py            # everything (several minutes on 2 cores)
     python benchmarks/scale.py --quick    # news20 12x12, mnist 5,000 (1.0, 0.1), covtype
-                                          # 12x12 (0.1), 2-3 rounds each; < 60 s
+                                          # 12x12 (0.1), 2-5 rounds each; ~55 s (~70 s
+                                          # while Numba compiles its cache)
 
 Last line: ``headline: update_cost_ratio=<x> round_overhead_ms_5000=<y>
 peak_mem_ratio_news20=<z>``: x the largest ratio at full participation, y the fixed cost
