@@ -337,8 +337,8 @@ def _sync_client(k, stamp, row_off, hold_sample, changed_at, synced_at, enc_alph
 def sync_clients(avail, stamp, row_off, hold_sample, changed_at, synced_at, enc_alpha,
                  alpha_scale, alpha_loc, version, unreported, unreported_at, plst, pseg,
                  pseg_stamp, due):
-    """Every available client's dual sync riding with phase C (local margins). Returns
-    the rows synced."""
+    """Every available client's dual sync riding with phase C (local margins), or with
+    phase B when the inner products run on the GPU. Returns the rows synced."""
     chunks = due.shape[0]
     synced = 0
     for tid in prange(chunks):
