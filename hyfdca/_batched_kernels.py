@@ -218,8 +218,25 @@ def union_holdings(union, n_union, samp_ptr, samp_hold, hold_client, row_off, av
         if seg[k, 1] < 0:
             seg[k, 1] = -seg[k, 1]
         else:
-            lst[seg[k, 0]:seg[k, 1]].sort()
+            _sort_small(lst, seg[k, 0], seg[k, 1])
     return n
+
+
+@njit(cache=True, inline="always")
+def _sort_small(a, lo, hi):
+    """Sort a[lo:hi] in place: insertion sort for a few entries (a client's holdings of a
+    round's union are often one or two; a library sort call costs more than that), else
+    NumPy's sort."""
+    if hi - lo > 16:
+        a[lo:hi].sort()
+        return
+    for t in range(lo + 1, hi):
+        x = a[t]
+        j = t - 1
+        while j >= lo and a[j] > x:
+            a[j + 1] = a[j]
+            j -= 1
+        a[j + 1] = x
 
 
 @njit(cache=True, inline="always")

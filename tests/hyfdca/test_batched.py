@@ -9,7 +9,7 @@ from numba import njit
 
 from hyfdca import partition as P
 from hyfdca._batched import BatchedHyFDCA
-from hyfdca._batched_kernels import pairwise_sum
+from hyfdca._batched_kernels import _sort_small, pairwise_sum
 from hyfdca._draws import _below, draw_into, draw_positions, round_key, stream_key
 from hyfdca._protocol import CRYPTO_FIELDS, HyFDCARun, run_hyfdca
 from hyfdca._settings import HyFDCASettings
@@ -250,6 +250,16 @@ def test_pairwise_sum_is_numpy_sum(n):
     rng = np.random.default_rng(n)
     a = rng.normal(size=n + 3) * 10.0 ** rng.uniform(-5, 5, size=n + 3)  # rounding matters
     assert pairwise_sum(a, 3, n) == np.sum(a[3:3 + n])
+
+
+def test_sort_small_sorts_the_range_and_nothing_else():
+    rng = np.random.default_rng(4)
+    for n in list(range(0, 20)) + [17, 40, 100]:
+        a = rng.integers(0, 50, size=n + 6)
+        expected = a.copy()
+        expected[3:3 + n] = np.sort(a[3:3 + n])
+        _sort_small(a, 3, 3 + n)
+        np.testing.assert_array_equal(a, expected, err_msg=str(n))
 
 
 def test_no_dense_n_by_d_d_by_k_or_n_by_k_state():
