@@ -183,6 +183,9 @@ class BatchedHyFDCA:
         self.eligible = np.ones(N, dtype=bool)
         self.err = np.zeros(1, dtype=np.int64)
         self.work = np.zeros(K, dtype=np.int64)  # per available client: size of its steps
+        # per-round buffers kept between rounds (a fresh allocation costs page faults)
+        self.avail_mask = np.zeros(K, dtype=bool)
+        self.shares = np.zeros((3, K))
 
     # --- views matching the message protocol ---------------------------------------------
 
@@ -208,7 +211,8 @@ class BatchedHyFDCA:
         """Run one outer iteration; return its record (as HyFDCARun.step)."""
         s, gpu = self.settings, self._gpu
         avail = np.asarray(self.available(), dtype=np.int64)
-        avail_mask = np.zeros(self.n_clients, dtype=bool)
+        avail_mask = self.avail_mask
+        avail_mask[:] = False
         avail_mask[avail] = True
         full = s.participation == "full"
         stamp = self.round + 1
@@ -279,7 +283,7 @@ class BatchedHyFDCA:
             self.hold_mark, stamp, self.upd, self.enc_delta, self.touched, self.present,
             self.err)
         self._check("an aggregated dual update")
-        shares = np.zeros((3, avail.size))  # one column per client
+        shares = self.shares[:, :avail.size]  # a column per client (written if line search)
         dw = self.dw
         dw[:] = 0.0
         self.token = kern.primal_updates(
