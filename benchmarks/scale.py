@@ -17,6 +17,8 @@ sigma-safe + rho, iic = 0.01, at least 10 steps), and reports per configuration:
   but the coordinate updates: the intercept of a least-squares line through the median
   round times at H = 1, 2, 4, 8 local steps per client against the updates per round
   (the slope is the whole cost of one update: its inner products, step, aggregation);
+  measured 3 times in the full run (once in ``--quick``), the headline takes the median
+  (memory-bound rounds on a shared VM swing by up to 2x from one process to the next);
 * peak mem: the process's peak resident memory while the engine runs its rounds (freed
   heap given back with malloc_trim after the engine is built), minus the memory before
   the data was loaded (interpreter, libraries, compiled kernels), over the bytes of the
@@ -155,7 +157,7 @@ def fixed_cost(fed, rounds):
     return 1e3 * intercept, 1e6 * slope
 
 
-def worker(name, specs, rounds, fractions, threads, with_full=True):
+def worker(name, specs, rounds, fractions, threads, with_full=True, fixed_repeats=1):
     """One data set: every partition and participation; JSON rows on stdout."""
     import numba
 
@@ -208,8 +210,9 @@ def worker(name, specs, rounds, fractions, threads, with_full=True):
             print(json.dumps(rows[-1]), flush=True)
             del run
         if fed.n_clients == 5000 and with_full:
-            fixed, slope = fixed_cost(fed, max(rounds, 5))
-            print(json.dumps(dict(fixed_ms=fixed, us_per_update=slope)), flush=True)
+            for _ in range(fixed_repeats):
+                fixed, slope = fixed_cost(fed, max(rounds, 5))
+                print(json.dumps(dict(fixed_ms=fixed, us_per_update=slope)), flush=True)
         del fed
     return rows
 
@@ -232,6 +235,7 @@ def main():
     parser.add_argument("--specs", help=argparse.SUPPRESS)
     parser.add_argument("--rounds", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--no-full", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--fixed-repeats", type=int, default=1, help=argparse.SUPPRESS)
     parser.add_argument("--fractions", default=",".join(map(str, FRACTIONS)))
     parser.add_argument("--threads", type=int, default=1,
                         help="Numba threads (default 1: on a shared 2-core machine every "
@@ -240,7 +244,7 @@ def main():
     fractions = tuple(float(f) for f in args.fractions.split(",") if f)
     if args.worker:
         worker(args.worker, args.specs.split(","), args.rounds, fractions, args.threads,
-               with_full=not args.no_full)
+               with_full=not args.no_full, fixed_repeats=args.fixed_repeats)
         return
     plan = PLANS["quick" if args.quick else "full"]
     rows = []
@@ -249,7 +253,8 @@ def main():
         run_fractions = plan_fractions or fractions
         command = [sys.executable, __file__, "--worker", name, "--specs", ",".join(specs),
                    "--rounds", str(rounds), "--fractions", ",".join(map(str, run_fractions)),
-                   "--threads", str(args.threads)] + ([] if with_full else ["--no-full"])
+                   "--threads", str(args.threads), "--fixed-repeats",
+                   "1" if args.quick else "3"] + ([] if with_full else ["--no-full"])
         out = subprocess.run(command, capture_output=True, text=True, cwd=ROOT)
         if out.returncode:
             print(out.stderr, file=sys.stderr)
@@ -272,7 +277,7 @@ def main():
               f"(least squares over H = {', '.join(map(str, FIXED_H))})")
     full = [r for r in rows if r["fraction"] == 1.0]
     ratio = max(r["ratio"] for r in full)
-    overhead = [r["fixed_ms"] for r in fixed]
+    overhead = [float(np.median([r["fixed_ms"] for r in fixed]))] if fixed else []
     mem = [r["peak_mem_ratio"] for r in rows
            if r["data"] == "news20-like" and r["partition"] == "dealt:12x12"]
     print(f"total {time.perf_counter() - start:.1f} s")
