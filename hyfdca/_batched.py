@@ -237,9 +237,9 @@ class BatchedHyFDCA:
             kern.draw_clients(avail, self.round, self.row_off, self.hold_sample, self.eligible,
                               consistent, self.stream_keys, self.H, permuted, self.draw_off,
                               self.drawn, self.drawn_cnt, self.cand, self.perm)
-        n_union = kern.drawn_union(avail, self.row_off, self.hold_sample, self.indptr,
-                                   self.draw_off, self.drawn, self.drawn_cnt, self.mark, stamp,
-                                   self.union, self.work)
+        n_union, updates = kern.drawn_union(
+            avail, self.row_off, self.hold_sample, self.indptr, self.draw_off, self.drawn,
+            self.drawn_cnt, self.mark, stamp, self.union, self.work)
         n_requested = kern.union_holdings(self.union, n_union, self.samp_ptr, self.samp_hold,
                                           self.hold_client, self.row_off, avail, avail_mask,
                                           stamp, cur.lst, cur.seg, cur.stamp)
@@ -264,7 +264,6 @@ class BatchedHyFDCA:
             kern.sum_parts(self.union, n_union, self.samp_ptr, self.samp_hold, self.parts,
                            self.margin, self.err)
             self._check("an inner product")
-        updates = int(self.drawn_cnt[avail].sum())
         compute_start = time.perf_counter()
         if gpu is None:
             kern.local_dual(avail, self.local_margins, self.data, self.indices, self.indptr,

@@ -380,9 +380,11 @@ def aggregate_features(v, hold_feat, out):
 def drawn_union(avail, row_off, hold_sample, indptr, draw_off, drawn, drawn_cnt, mark, stamp,
                 union, work):
     """The distinct samples drawn by the available clients (stamped ``mark[i] = stamp``);
-    returns how many were written to ``union``. ``work[a]``: the local steps' size for the
-    a-th available client, sum over its draws of (non-zeros of the row + 1)."""
+    returns (how many were written to ``union``, the draws of all of them). ``work[a]``:
+    the local steps' size for the a-th available client, sum over its draws of (non-zeros
+    of the row + 1)."""
     n = 0
+    draws = 0
     for a in range(avail.shape[0]):
         k = avail[a]
         d0 = draw_off[k]
@@ -396,7 +398,8 @@ def drawn_union(avail, row_off, hold_sample, indptr, draw_off, drawn, drawn_cnt,
                 union[n] = i
                 n += 1
         work[a] = size
-    return n
+        draws += drawn_cnt[k]
+    return n, draws
 
 
 @njit(cache=True, inline="always")
@@ -465,18 +468,24 @@ def sync_and_inner_products(avail, stamp, row_off, hold_sample, changed_at, sync
     return synced
 
 
+@njit(cache=True, inline="always")
+def _sum_holder_parts(i, samp_ptr, samp_hold, parts, err):
+    """Enc(x_i . w): the sum of every holder's latest part of sample i (err on overflow)."""
+    total = np.int64(0)
+    for e in range(samp_ptr[i], samp_ptr[i + 1]):
+        total += parts[samp_hold[e]]
+    if not (abs(np.float64(total)) < _LIMIT):
+        err[0] = 1
+    return total
+
+
 @njit(cache=True, parallel=True)
 def sum_parts(union, n_union, samp_ptr, samp_hold, parts, margin, err):
-    """SecureInnerProduct, server side: Enc(x_i . w) = sum over all holders of their
-    latest parts (stale ones of absent holders included)."""
+    """SecureInnerProduct, server side, over the union (stale parts of absent holders
+    included)."""
     for u in prange(n_union):
         i = union[u]
-        total = np.int64(0)
-        for e in range(samp_ptr[i], samp_ptr[i + 1]):
-            total += parts[samp_hold[e]]
-        if not (abs(np.float64(total)) < _LIMIT):
-            err[0] = 1
-        margin[i] = total
+        margin[i] = _sum_holder_parts(i, samp_ptr, samp_hold, parts, err)
 
 
 @njit(cache=True, parallel=True)
@@ -670,12 +679,7 @@ def certificate_sums(data, indices, indptr, row_off, feat_off, hold_feat, hold_s
             for h in range(row_off[k], row_off[k + 1]):
                 parts[h] = _encode(_row_dot(data, indices, indptr, h, wt), frac_scale, err)
     for i in prange(samp_ptr.shape[0] - 1):
-        total = np.int64(0)
-        for e in range(samp_ptr[i], samp_ptr[i + 1]):
-            total += parts[samp_hold[e]]
-        if not (abs(np.float64(total)) < _LIMIT):
-            err[0] = 1
-        margin[i] = total
+        margin[i] = _sum_holder_parts(i, samp_ptr, samp_hold, parts, err)
     for k in prange(K):
         r0 = row_off[k]
         r1 = row_off[k + 1]

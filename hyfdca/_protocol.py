@@ -14,13 +14,13 @@ Per round, with available clients K_t, the phases (each one round trip) are:
      v_k (synced entries; the tentative dalpha) and masked line-search sums; the server
      picks g and applies alpha += g dalpha, w += g dw. A client settles its copy
      alpha += g dalpha when g comes with its next dual sync.
-
-v_k = (X^k)^T alpha_k / (lam N) is never recomputed inside a round: clients report its
-changes (``hyfdca._primal_change``), O(nnz of the changed rows) per client.
   E  (optional) second secure inner product: fresh stored parts for the next round.
 
 So a round costs 2 RTC (horizontal, full participation), 3 (hybrid, full; or horizontal,
 partial) or 4-5 (hybrid, partial participation), as in the paper.
+
+v_k = (X^k)^T alpha_k / (lam N) is never recomputed inside a round: clients report its
+changes (``hyfdca._primal_change``), O(nnz of the changed rows) per client.
 """
 
 import time
