@@ -12,7 +12,11 @@ the logistic loss (whose Newton steps call ``log``, whose GPU rounding differs) 
 CuPy is imported only here, when ``backend="cupy"`` is asked for.
 
 Status: written without access to a GPU; its tests (tests/hyfdca/test_batched.py) skip
-where CuPy or a GPU is missing and have not yet run on one.
+where CuPy or a GPU is missing and have not yet run on one. Without a GPU the tests
+compile this CUDA source as C and launch it thread by thread on the CPU behind a
+stand-in for the CuPy calls made here (tests/hyfdca/_cuda_on_cpu.py): the same bits as
+the Numba kernels for every loss but the logistic, the declared argument types, the
+copies to and from the device. CuPy itself and truly concurrent threads are untested.
 """
 
 import numpy as np

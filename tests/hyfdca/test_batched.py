@@ -1,11 +1,15 @@
 """Batched engine: the message protocol's iterates bit for bit, without dense N x d arrays."""
 
+import shutil
+import sys
 import tracemalloc
 
 import numpy as np
 import pytest
 import scipy.sparse as sp
 from numba import njit
+
+import _cuda_on_cpu
 
 from hyfdca import partition as P
 from hyfdca._batched import BatchedHyFDCA
@@ -180,9 +184,12 @@ def _cupy_or_skip():
 @pytest.mark.parametrize("participation", ["full", "fraction"])
 def test_cupy_backend_gives_the_same_bits(small, name, participation):
     _cupy_or_skip()
-    fed = partitions(*small)[name]
+    _assert_cupy_matches_numba(partitions(*small)[name], participation)
+
+
+def _assert_cupy_matches_numba(fed, participation, loss="hinge"):
     settings = HyFDCASettings.from_variant("auto", lam=LAM, H=30, participation=participation,
-                                           fraction=0.6)
+                                           fraction=0.6, loss=loss)
     a = BatchedHyFDCA(fed, settings, seed=2)
     b = BatchedHyFDCA(fed, settings, seed=2, backend="cupy")
     for t in range(5):
@@ -289,3 +296,27 @@ def test_no_dense_n_by_d_d_by_k_or_n_by_k_state():
     assert max(a.size for a in arrays) <= limit
     state = sum(a.nbytes for a in arrays)
     assert peak < 1.5 * state
+
+
+@pytest.fixture
+def cuda_on_cpu(monkeypatch):
+    """``import cupy`` gives tests/hyfdca/_cuda_on_cpu (the CUDA source run as C)."""
+    if shutil.which("gcc") is None:
+        pytest.skip("the CUDA-on-CPU check compiles the kernels with gcc, not found")
+    monkeypatch.setitem(sys.modules, "cupy", _cuda_on_cpu)
+    sys.modules.pop("hyfdca._cupy_kernels", None)
+    yield
+    sys.modules.pop("hyfdca._cupy_kernels", None)  # not kept with the stand-in's cupy
+
+
+@pytest.mark.parametrize("name", ["horizontal", "hybrid", "explicit-overlapping"])
+@pytest.mark.parametrize("participation", ["full", "fraction"])
+def test_cupy_kernels_run_as_c_give_the_same_bits(small, cuda_on_cpu, name, participation):
+    """The CuPy backend's CUDA source, compiled as C and run on the CPU thread by thread,
+    against the Numba kernels (no GPU needed; see _cuda_on_cpu for what this leaves out)."""
+    _assert_cupy_matches_numba(partitions(*small)[name], participation)
+
+
+@pytest.mark.parametrize("loss", ["smoothed_hinge", "squared_hinge", "squared"])
+def test_cupy_kernels_run_as_c_every_loss(small, cuda_on_cpu, loss):
+    _assert_cupy_matches_numba(partitions(*small)["hybrid"], "fraction", loss)
