@@ -12,20 +12,17 @@ sigma-safe + rho, iic = 0.01, at least 10 steps), and reports per configuration:
   (``solvers._sdca_kernels.sdca_pass``, one epoch in a random order on the pooled data),
   measured in the same process;
 * fixed ms (5,000 clients, full participation): the fixed cost of a round, everything
-  but the coordinate updates, measured directly: the median time of rounds in which every
-  client is available and takes zero local steps (an engine built with H = 1 whose
-  per-client step counts are then set to 0; the rounds still run every phase over every
-  client: syncs, inner products, LocalDualMethod, aggregation, phase D, line search,
-  commit, settle). Measured 3 times in the full run (once in ``--quick``), the headline
-  takes the median. Printed beside it: the least-squares line through the median round
-  times at H = 1, 2, 4, 8 against the updates per round. Its intercept is not the fixed
-  cost: the round time is concave in H (the marginal cost of a step per client falls
-  from ~2.5 to ~1.5 us per update between H = 1 and 8, while the rows, inner products
-  and aggregated samples grow exactly linearly), because a client's rows share
-  features: its change of v_k is scattered into w once per touched feature, however
-  many of its rows changed, and w is gathered onto J_k once its rows outweigh |J_k|. A
-  straight line through a concave curve puts part of the updates' cost into the
-  intercept (3-20 ms over runs on this VM, against 0.6-0.9 ms measured without updates);
+  but the coordinate updates, = F + 5,000 c: F the median round in which no client takes
+  a step (every phase still runs over every client), c the cost of a client taking part
+  with at least one step, apart from its steps. c comes from two rounds with the same
+  work counts: every client one step (5,000 clients, 5,000 updates) and one eighth of
+  the sample groups eight steps each (the clients that draw the same samples, ~625
+  clients, ~5,000 updates; the same union samples, parts and aggregated updates, checked
+  through the operation counts). Solving T = F + c clients + a updates over the three
+  configurations (run one after another on one engine, 3 times in the full run, once in
+  ``--quick``; medians) gives c and the cost a of an update. c is the first touch of a
+  client's state each round: its feature ids, the per-holding arrays around its drawn
+  rows, its segment of every pass (~1.4 us, spread over the passes);
 * peak mem: the process's peak resident memory while the engine runs its rounds (freed
   heap given back with malloc_trim after the engine is built), minus the memory before
   the data was loaded (interpreter, libraries, compiled kernels), over the bytes of the
@@ -139,46 +136,40 @@ def _warm_kernels():
         run.step(), run.step(), run.certificate()
 
 
-FIXED_H = (1, 2, 4, 8)
-
-
-def fixed_cost(fed, rounds):
-    """{zero_update_ms, intercept_ms, us_per_update}: the median round time without
-    coordinate updates, and the line through the median round times against the updates
-    per round at H in FIXED_H; full participation."""
+def fixed_cost(fed, cycles):
+    """{zero_step_ms, us_per_client, us_per_update, fixed_ms} of a full-participation round
+    (module docstring: fixed ms). The three configurations take turns in short blocks (2
+    rounds to settle, 3 timed), ``cycles`` times, so that this VM's slow spells fall on
+    all of them alike."""
     from hyfdca._batched import BatchedHyFDCA
     from hyfdca._settings import HyFDCASettings
-
-    def median_round(run):
-        run.step()
-        per_round = []
-        for _ in range(rounds):
-            t0 = time.perf_counter()
-            record = run.step()
-            per_round.append(time.perf_counter() - t0)
-        return float(np.median(per_round)), record["updates"]
-
-    def engine(H):
-        settings = HyFDCASettings.from_variant("auto", lam=LAM, participation="full", H=H)
-        return BatchedHyFDCA(fed, settings, seed=0)
-
-    run = engine(1)
-    run.step()  # a round with updates first: the zero-step rounds follow real ones
-    run.H[:] = 0  # every client takes zero local steps from the next draw on
-    run.step()  # (this round still uses the draws made with H = 1)
-    zero, updates = median_round(run)
-    assert updates == 0
-    del run
-    updates, times = [], []
-    for H in FIXED_H:
-        run = engine(H)
-        seconds, n = median_round(run)
-        updates.append(n)
-        times.append(seconds)
-        del run
-    slope, intercept = np.polyfit(updates, times, 1)
-    return dict(zero_update_ms=1e3 * zero, intercept_ms=1e3 * float(intercept),
-                us_per_update=1e6 * float(slope))
+    settings = HyFDCASettings.from_variant("auto", lam=LAM, participation="full", H=8)
+    run = BatchedHyFDCA(fed, settings, seed=0)
+    groups, group_of = np.unique(run.stream_keys, return_inverse=True)  # same draws
+    chosen = np.random.default_rng(0).choice(groups.size, groups.size // 8, replace=False)
+    configs = {"none": 0, "all": 1, "eighth": np.where(np.isin(group_of, chosen), 8, 0)}
+    times = {name: [] for name in configs}
+    counts = {}
+    for _ in range(cycles):
+        for name, steps in configs.items():
+            run.H[:] = steps
+            run.step(), run.step()  # the first still uses the draws made before
+            for _ in range(3):
+                t0 = time.perf_counter()
+                record = run.step()
+                times[name].append(time.perf_counter() - t0)
+            # (not "add": it counts the commit, which a rejected line-search step skips)
+            counts[name] = [record[f] for f in ("updates", "encrypt", "decrypt")]
+    if not np.allclose(counts["all"], counts["eighth"], rtol=0.02):
+        raise RuntimeError(f"the matched configurations do different work: {counts}")
+    t = {name: float(np.median(v)) for name, v in times.items()}
+    clients = {name: int(np.count_nonzero(steps)) if np.ndim(steps) else
+               (fed.n_clients if steps else 0) for name, steps in configs.items()}
+    A = np.array([[1.0, clients[n], counts[n][0]] for n in ("none", "all", "eighth")])
+    _, per_client, per_update = np.linalg.solve(A, [t["none"], t["all"], t["eighth"]])
+    return dict(zero_step_ms=1e3 * t["none"], us_per_client=1e6 * float(per_client),
+                us_per_update=1e6 * float(per_update),
+                fixed_ms=1e3 * (t["none"] + fed.n_clients * float(per_client)))
 
 
 def worker(name, specs, rounds, fractions, threads, with_full=True, fixed_repeats=1):
@@ -233,7 +224,7 @@ def worker(name, specs, rounds, fractions, threads, with_full=True, fixed_repeat
             del run
         if fed.n_clients == 5000 and with_full:
             for _ in range(fixed_repeats):
-                print(json.dumps(fixed_cost(fed, max(rounds, 5))), flush=True)
+                print(json.dumps(fixed_cost(fed, cycles=12)), flush=True)
         del fed
     return rows
 
@@ -281,8 +272,8 @@ def main():
             print(out.stderr, file=sys.stderr)
             raise SystemExit(f"worker {name} failed")
         rows += [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
-    fixed = [r for r in rows if "zero_update_ms" in r]
-    rows = [r for r in rows if "zero_update_ms" not in r]
+    fixed = [r for r in rows if "fixed_ms" in r]
+    rows = [r for r in rows if "fixed_ms" not in r]
     header = ("| data | partition | clients | fraction | s/round | updates/round | updates/s "
               "| ratio to SDCA | peak mem / CSR | 30k rounds (h) |")
     print(header)
@@ -294,12 +285,12 @@ def main():
               f"| {r['peak_mem_ratio']:.2f} | {r['paper_rounds_hours']:.2f} |")
     for r in fixed:
         print(f"fixed cost of a round, 5,000 clients, full participation: "
-              f"{r['zero_update_ms']:.2f} ms (rounds without updates); line through "
-              f"H = {', '.join(map(str, FIXED_H))}: {r['intercept_ms']:.2f} ms + "
-              f"{r['us_per_update']:.2f} us per update")
+              f"{r['fixed_ms']:.2f} ms = {r['zero_step_ms']:.2f} ms without steps + 5,000 x "
+              f"{r['us_per_client']:.2f} us per client taking part; an update "
+              f"{r['us_per_update']:.2f} us")
     full = [r for r in rows if r["fraction"] == 1.0]
     ratio = max(r["ratio"] for r in full)
-    overhead = [float(np.median([r["zero_update_ms"] for r in fixed]))] if fixed else []
+    overhead = [float(np.median([r["fixed_ms"] for r in fixed]))] if fixed else []
     mem = [r["peak_mem_ratio"] for r in rows
            if r["data"] == "news20-like" and r["partition"] == "dealt:12x12"]
     print(f"total {time.perf_counter() - start:.1f} s")
