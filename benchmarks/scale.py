@@ -19,10 +19,11 @@ sigma-safe + rho, iic = 0.01, at least 10 steps), and reports per configuration:
   the sample groups eight steps each (the clients that draw the same samples, ~625
   clients, ~5,000 updates; the same union samples, parts and aggregated updates, checked
   through the operation counts). Solving T = F + c clients + a updates over the three
-  configurations (run one after another on one engine, 3 times in the full run, once in
-  ``--quick``; medians) gives c and the cost a of an update. c is the first touch of a
-  client's state each round: its feature ids, the per-holding arrays around its drawn
-  rows, its segment of every pass (~1.4 us, spread over the passes);
+  configurations (in turns on one engine, 12 cycles of 3 timed rounds each, medians;
+  measured 3 times in the full run, once in ``--quick``) gives c and the cost a of an
+  update. c is the first touch of a client's state each round: its feature ids, the
+  per-holding arrays around its drawn rows, its segment of every pass (~1-1.5 us,
+  spread over the passes; benchmarks/README.md has the profile);
 * peak mem: the process's peak resident memory while the engine runs its rounds (freed
   heap given back with malloc_trim after the engine is built), minus the memory before
   the data was loaded (interpreter, libraries, compiled kernels), over the bytes of the
