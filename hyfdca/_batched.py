@@ -36,6 +36,10 @@ from hyfdca.aggregate import line_search_step, quantize_step
 from hyfdca.participation import Participation
 
 BACKENDS = ("numba", "cupy")
+# Global column ids cost 4 bytes per non-zero (a third of the CSR); by default they are kept
+# only where every client's feature window is this small: many small clients, whose rounds
+# they speed up most (each client's window of feature ids is cold at every round).
+GLOBAL_COLUMNS_MAX_WINDOW = 4096
 
 
 class BatchedHyFDCA:
@@ -56,10 +60,16 @@ class BatchedHyFDCA:
         ``X.indices`` and ``feature_ids`` to views of them (same values; the dataset
         stays valid), so that they are not held twice. False leaves the dataset's arrays
         alone (about twice the memory).
+    global_columns : bool or None
+        Keep each non-zero's global column id (int32, 4 bytes per non-zero) for the inner
+        products, which then read w directly instead of through the client's feature ids
+        (same bits). None: only where every client's feature window has at most
+        GLOBAL_COLUMNS_MAX_WINDOW features, where those ids cost a round a few cache
+        lines per client (many small clients); wide windows keep the memory.
     """
 
     def __init__(self, dataset, settings, *, frac_bits=32, seed=0, backend="numba",
-                 share_storage=True):
+                 share_storage=True, global_columns=None):
         if backend not in BACKENDS:
             raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
         self.dataset = dataset
@@ -73,7 +83,7 @@ class BatchedHyFDCA:
         self.seed = int(seed)
         self.frac_bits = int(frac_bits)
         self.backend = backend
-        self._build(dataset, share_storage)
+        self._build(dataset, share_storage, global_columns)
         self.participation = Participation(s.participation, s.fraction, self.n_clients,
                                            self.seed)
         self.round = 0
@@ -85,7 +95,7 @@ class BatchedHyFDCA:
 
     # --- set-up ---------------------------------------------------------------------------
 
-    def _build(self, dataset, share_storage):
+    def _build(self, dataset, share_storage, global_columns):
         s = self.settings
         blocks = dataset.blocks
         K, N, d = dataset.n_clients, dataset.n_samples, dataset.n_features
@@ -95,11 +105,14 @@ class BatchedHyFDCA:
         nnz = np.array([b.X.nnz for b in blocks], dtype=np.int64)
         self.row_off = _offsets(n_rows)
         self.feat_off = _offsets(n_cols)
+        if global_columns is None:
+            global_columns = int(n_cols.max(initial=0)) <= GLOBAL_COLUMNS_MAX_WINDOW
         nnz_off = _offsets(nnz)
         n_hold, n_fh = int(self.row_off[-1]), int(self.feat_off[-1])
         # one concatenated CSR, filled block by block (no temporary lists of copies)
         self.data = np.empty(int(nnz_off[-1]), dtype=np.float64)
         self.indices = np.empty(int(nnz_off[-1]), dtype=np.int32)
+        self.gcol = np.empty(int(nnz_off[-1]) if global_columns else 0, dtype=np.int32)
         self.indptr = np.empty(n_hold + 1, dtype=np.int64)
         self.indptr[-1] = nnz_off[-1]
         self.hold_sample = np.empty(n_hold, dtype=np.int64)
@@ -111,6 +124,8 @@ class BatchedHyFDCA:
             r0, r1, e0, e1 = self.row_off[k], self.row_off[k + 1], nnz_off[k], nnz_off[k + 1]
             self.data[e0:e1] = b.X.data
             self.indices[e0:e1] = b.X.indices
+            if global_columns:
+                self.gcol[e0:e1] = b.feature_ids[b.X.indices]
             if share_storage and b.X.data.dtype == np.float64 and b.X.indices.dtype == np.int32:
                 b.X.data, b.X.indices = self.data[e0:e1], self.indices[e0:e1]
             self.indptr[r0:r1] = b.X.indptr[:-1] + e0
@@ -255,12 +270,14 @@ class BatchedHyFDCA:
                 gpu.inner_products(self, cur.lst[:n_requested])
             elif sync_rides:
                 synced = kern.sync_and_inner_products(
-                    *sync, self.data, self.indices, self.indptr, self.feat_off, self.hold_feat,
-                    cur.lst, cur.seg, self.w, self.wk, self.frac_scale, self.parts, self.err)
+                    *sync, self.data, self.indices, self.gcol, self.indptr, self.feat_off,
+                    self.hold_feat, cur.lst, cur.seg, self.w, self.wk, self.frac_scale,
+                    self.parts, self.err)
             else:
-                kern.inner_products(avail, self.data, self.indices, self.indptr, self.row_off,
-                                    self.feat_off, self.hold_feat, cur.lst, cur.seg, False,
-                                    self.w, self.wk, self.frac_scale, self.parts, self.err)
+                kern.inner_products(avail, self.data, self.indices, self.gcol, self.indptr,
+                                    self.row_off, self.feat_off, self.hold_feat, cur.lst,
+                                    cur.seg, False, self.w, self.wk, self.frac_scale,
+                                    self.parts, self.err)
             kern.sum_parts(self.union, n_union, self.samp_ptr, self.samp_hold, self.parts,
                            self.margin, self.err)
             self._check("an inner product")
@@ -313,9 +330,9 @@ class BatchedHyFDCA:
         self.last_step = g
         if s.second_inner_product:
             rtc += 1
-            kern.inner_products(avail, self.data, self.indices, self.indptr, self.row_off,
-                                self.feat_off, self.hold_feat, cur.lst, cur.seg, True, self.w,
-                                self.wk, self.frac_scale, self.parts, self.err)
+            kern.inner_products(avail, self.data, self.indices, self.gcol, self.indptr,
+                                self.row_off, self.feat_off, self.hold_feat, cur.lst, cur.seg,
+                                True, self.w, self.wk, self.frac_scale, self.parts, self.err)
             self._check("an inner product")
         self.round += 1
         # the plain backend's counts, phase by phase as the message protocol performs them

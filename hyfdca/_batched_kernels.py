@@ -413,24 +413,39 @@ def _row_dot_global(data, indices, indptr, h, f0, hold_feat, w):
 
 
 @njit(cache=True, inline="always")
-def _client_parts(k, data, indices, indptr, row_off, feat_off, hold_feat, lst, seg, every, w,
-                  wk, frac_scale, parts, err):
+def _row_dot_gcol(data, gcol, indptr, h, w):
+    """_row_dot reading w at each non-zero's global column id (same bits)."""
+    s = 0.0
+    for e in range(indptr[h], indptr[h + 1]):
+        s += data[e] * w[gcol[e]]
+    return s
+
+
+@njit(cache=True, inline="always")
+def _client_parts(k, data, indices, gcol, indptr, row_off, feat_off, hold_feat, lst, seg, every,
+                  w, wk, frac_scale, parts, err):
     """SecureInnerProduct, client k's side: it encodes x_i^k . w for its holdings of the
     round's union (``lst[seg[k, 0]:seg[k, 1]]``), or for all its rows (``every``: the
-    second SecureInnerProduct). w is gathered onto J_k only when those rows have more
-    non-zeros than |J_k|."""
+    second SecureInnerProduct). With global column ids (``gcol``, one per non-zero; empty
+    when the engine keeps none) w is read at them; otherwise w is gathered onto J_k when
+    those rows have more non-zeros than |J_k|, else read through the feature ids."""
     f0 = feat_off[k]
     lo, hi = (row_off[k], row_off[k + 1]) if every else (seg[k, 0], seg[k, 1])
-    work = 0
-    for t in range(lo, hi):
-        h = t if every else lst[t]
-        work += indptr[h + 1] - indptr[h]
-    gather = work > feat_off[k + 1] - f0
-    if gather:
-        _gather_w(k, feat_off, hold_feat, w, wk)
-    for t in range(lo, hi):
-        h = t if every else lst[t]
+    by_gcol = gcol.size > 0
+    gather = False
+    if not by_gcol:
+        work = 0
+        for t in range(lo, hi):
+            h = t if every else lst[t]
+            work += indptr[h + 1] - indptr[h]
+        gather = work > feat_off[k + 1] - f0
         if gather:
+            _gather_w(k, feat_off, hold_feat, w, wk)
+    for t in range(lo, hi):
+        h = t if every else lst[t]
+        if by_gcol:
+            z = _row_dot_gcol(data, gcol, indptr, h, w)
+        elif gather:
             z = _row_dot(data, indices, indptr, h, wk)
         else:
             z = _row_dot_global(data, indices, indptr, h, f0, hold_feat, w)
@@ -438,21 +453,21 @@ def _client_parts(k, data, indices, indptr, row_off, feat_off, hold_feat, lst, s
 
 
 @njit(cache=True, parallel=True)
-def inner_products(avail, data, indices, indptr, row_off, feat_off, hold_feat, lst, seg,
+def inner_products(avail, data, indices, gcol, indptr, row_off, feat_off, hold_feat, lst, seg,
                    every, w, wk, frac_scale, parts, err):
     """Every available client's parts (``_client_parts``)."""
     chunks = wk.shape[0]
     for tid in prange(chunks):
         for a in range(tid, avail.shape[0], chunks):
-            _client_parts(avail[a], data, indices, indptr, row_off, feat_off, hold_feat, lst,
-                          seg, every, w, wk[tid], frac_scale, parts, err)
+            _client_parts(avail[a], data, indices, gcol, indptr, row_off, feat_off, hold_feat,
+                          lst, seg, every, w, wk[tid], frac_scale, parts, err)
 
 
 @njit(cache=True, parallel=True)
 def sync_and_inner_products(avail, stamp, row_off, hold_sample, changed_at, synced_at,
                             enc_alpha, alpha_scale, alpha_loc, version, unreported,
-                            unreported_at, plst, pseg, pseg_stamp, due, data, indices, indptr,
-                            feat_off, hold_feat, lst, seg, w, wk, frac_scale, parts, err):
+                            unreported_at, plst, pseg, pseg_stamp, due, data, indices, gcol,
+                            indptr, feat_off, hold_feat, lst, seg, w, wk, frac_scale, parts, err):
     """Phase B with the dual sync riding on it, client by client: ``_sync_client`` then
     ``_client_parts`` (one visit of each client). Returns the rows synced."""
     chunks = wk.shape[0]
@@ -463,8 +478,8 @@ def sync_and_inner_products(avail, stamp, row_off, hold_sample, changed_at, sync
             synced += _sync_client(k, stamp, row_off, hold_sample, changed_at, synced_at,
                                    enc_alpha, alpha_scale, alpha_loc, version, unreported,
                                    unreported_at, plst, pseg, pseg_stamp, due[tid])
-            _client_parts(k, data, indices, indptr, row_off, feat_off, hold_feat, lst, seg,
-                          False, w, wk[tid], frac_scale, parts, err)
+            _client_parts(k, data, indices, gcol, indptr, row_off, feat_off, hold_feat, lst,
+                          seg, False, w, wk[tid], frac_scale, parts, err)
     return synced
 
 

@@ -46,12 +46,14 @@ def partitions(X, y):
     }
 
 
-def assert_same_run(fed, settings, rounds=5, seed=1, frac_bits=32, moves=True):
+def assert_same_run(fed, settings, rounds=5, seed=1, frac_bits=32, moves=True,
+                    global_columns=None):
     """Step both engines side by side; every round: step, round trips, the plain backend's
     operation counts, server alpha (integers), each client's alpha, w; at the end the
     certificate."""
     a = HyFDCARun(fed, settings, seed=seed, frac_bits=frac_bits)
-    b = BatchedHyFDCA(fed, settings, seed=seed, frac_bits=frac_bits)
+    b = BatchedHyFDCA(fed, settings, seed=seed, frac_bits=frac_bits,
+                      global_columns=global_columns)
     moved = False
     operations = 0
     for t in range(rounds):
@@ -87,6 +89,31 @@ def test_bit_identical_to_the_message_protocol(small, name, participation, varia
     # consistent rule on vertical data with 2 of 3 clients: no sample is ever complete
     moves = not (name == "vertical" and aggregation == "consistent")
     assert_same_run(partitions(*small)[name], settings, moves=moves)
+
+
+@pytest.mark.parametrize("name", ["horizontal", "hybrid", "dealt", "explicit-overlapping"])
+@pytest.mark.parametrize("participation", ["full", "fraction"])
+def test_bit_identical_without_global_column_ids(small, name, participation):
+    """The inner products read through each client's feature ids (and gather w onto J_k
+    for long rows) where the engine keeps no global column ids: the same bits."""
+    settings = HyFDCASettings.from_variant("auto", lam=LAM, H=30, participation=participation,
+                                           fraction=0.6)
+    assert_same_run(partitions(*small)[name], settings, global_columns=False)
+
+
+def test_global_column_ids_are_kept_for_small_feature_windows_only():
+    from hyfdca._batched import GLOBAL_COLUMNS_MAX_WINDOW
+    X = sp.random(40, 2 * GLOBAL_COLUMNS_MAX_WINDOW + 2, density=0.01, format="csr",
+                  random_state=0)
+    X = sp.hstack([X, sp.csr_matrix(np.ones((40, 1)))], format="csr")  # no empty rows
+    y = np.where(np.arange(40) % 2 == 0, 1.0, -1.0)
+    settings = HyFDCASettings.from_variant("auto", lam=LAM)
+    wide = BatchedHyFDCA(P.vertical(X, y, 2), settings)  # windows of 4,097 and 4,098
+    narrow = BatchedHyFDCA(P.vertical(X, y, 4), settings)  # windows of ~2,049
+    assert wide.gcol.size == 0
+    np.testing.assert_array_equal(
+        narrow.gcol, np.concatenate([b.feature_ids[b.X.indices] for b in narrow.dataset.blocks]))
+    assert BatchedHyFDCA(P.vertical(X, y, 2), settings, global_columns=True).gcol.size == X.nnz
 
 
 @pytest.mark.parametrize("loss", ["squared", "smoothed_hinge", "squared_hinge", "logistic"])
