@@ -21,9 +21,10 @@ sigma-safe + rho, iic = 0.01, at least 10 steps), and reports per configuration:
   through the operation counts). Solving T = F + c clients + a updates over the three
   configurations (in turns on one engine, 12 cycles of 3 timed rounds each, medians;
   measured 3 times in the full run, once in ``--quick``) gives c and the cost a of an
-  update. c is the first touch of a client's state each round: its feature ids, the
-  per-holding arrays around its drawn rows, its segment of every pass (~1-1.5 us,
-  spread over the passes; benchmarks/README.md has the profile);
+  update. c is the first touch of a client's state each round: the per-holding arrays
+  around its drawn rows, its segment of every pass, its feature ids where the engine
+  keeps no global column ids (~0.7-1.1 us, spread over the passes; benchmarks/README.md
+  has the profile);
 * peak mem: the process's peak resident memory while the engine runs its rounds (freed
   heap given back with malloc_trim after the engine is built), minus the memory before
   the data was loaded (interpreter, libraries, compiled kernels), over the bytes of the
