@@ -9,7 +9,7 @@ COLORS = {"HyFDCA": "#C44E52", "FedAvg": "#4C72B0", "HyFEM": "#55A868", "D3CA": 
           "ADMM": "#CCB974"}
 
 
-def plot_grid(comparisons, path, *, axis="iteration", smooth=0.01, columns=3):
+def plot_grid(comparisons, paths, *, axis="iteration", smooth=0.01, columns=3):
     """One panel pair per comparison, ``columns`` pairs per row (the paper's grid: one row
     per partition, one column per fraction): relative loss (log) above validation
     accuracy (%), against relative outer iteration (%) or simulated wall time (s); one line
@@ -52,12 +52,13 @@ def plot_grid(comparisons, path, *, axis="iteration", smooth=0.01, columns=3):
         axes[top, col].set_visible(False)
         axes[top + 1, col].set_visible(False)
     axes[0, 0].legend(fontsize=8)
-    fig.savefig(path, dpi=110)
+    for path in paths:  # one drawing, saved in each format
+        fig.savefig(path, dpi=110)
     plt.close(fig)
-    return path
+    return paths
 
 
-def plot_time_breakdown(comparisons, path):
+def plot_time_breakdown(comparisons, paths):
     """The paper's Figure 4: mean seconds per outer iteration of each method, stacked as
     computation, encryption and communication (round trips x the comparisons' latency),
     averaged over the comparisons' equal-iteration runs."""
@@ -87,9 +88,10 @@ def plot_time_breakdown(comparisons, path):
     latency = comparisons[0].latency if comparisons else 0.0
     ax.set_title(f"time per outer iteration ({latency:g} s per round trip)")
     ax.legend()
-    fig.savefig(path, dpi=110)
+    for path in paths:  # one drawing, saved in each format
+        fig.savefig(path, dpi=110)
     plt.close(fig)
-    return path
+    return paths
 
 
 def verdict_table(comparisons, reference=("36/36", "33/36")):

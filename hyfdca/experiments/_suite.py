@@ -56,6 +56,11 @@ def _log(message):
     print(message, flush=True)
 
 
+def _formats(stem):
+    """The figure files for ``stem``: PNG and PDF."""
+    return [Path(f"{stem}.{ext}") for ext in ("png", "pdf")]
+
+
 def run_suite(config, output, *, methods=METHODS, costs=None, latency=0.2575, seed=0,
               engine="batched", log=_log):
     """Run every comparison of ``config`` (QUICK, FULL or alike); write figures, tables and
@@ -84,10 +89,8 @@ def run_suite(config, output, *, methods=METHODS, costs=None, latency=0.2575, se
         if per_dataset:
             grid = dict(columns=len(config["fractions"]))  # a row per partition
             for axis, stem in (("iteration", "iterations"), ("time", "time")):
-                for suffix in ("png", "pdf"):
-                    plot_grid(per_dataset, out / f"{name}_{stem}.{suffix}", axis=axis, **grid)
-            plot_time_breakdown(per_dataset, out / f"{name}_time_breakdown.png")
-            plot_time_breakdown(per_dataset, out / f"{name}_time_breakdown.pdf")
+                plot_grid(per_dataset, _formats(out / f"{name}_{stem}"), axis=axis, **grid)
+            plot_time_breakdown(per_dataset, _formats(out / f"{name}_time_breakdown"))
         comparisons += per_dataset
     table, wins_iter, wins_time, total = verdict_table(comparisons)
     (out / "verdict.md").write_text(table + "\n")
