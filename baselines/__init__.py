@@ -6,10 +6,14 @@ and the two other methods for doubly distributed data the HyFDCA paper names, :c
 and :class:`BlockSplittingADMM` (full participation only).
 Deep (small MLPs on the torch-free autograd in ``baselines.autograd``): :class:`HyFEMDeep`,
 :class:`FLIC` (and its FedRep base :class:`HetFedRep`), :class:`APFed` (APFed-R and
-APFed-C), :class:`CHFL`, each with local-only and pooled references in its module.
+APFed-C), :class:`CHFL`, each with local-only and pooled references in its module, and
+the offline data views their benchmarks run on (``digits_blocks``, ``digits_domains``,
+``heterogeneous_toy``, ``horizontal_strips``).
 """
 
 from baselines._base import ConvexBaseline, run_baseline
+from baselines._deep_data import digits_blocks, digits_domains
+from baselines._deep_views import heterogeneous_toy, horizontal_strips
 from baselines.admm import BlockSplittingADMM
 from baselines.apfed import APFed
 from baselines.chfl import CHFL
@@ -19,4 +23,5 @@ from baselines.flic import FLIC, HetFedRep
 from baselines.hyfem_deep import HyFEMDeep
 
 __all__ = ["APFed", "BlockSplittingADMM", "CHFL", "ConvexBaseline", "D3CA", "FLIC", "FedAvg",
-           "HetFedRep", "HyFEMDeep", "HyFEMLinear", "run_baseline"]
+           "HetFedRep", "HyFEMDeep", "HyFEMLinear", "digits_blocks", "digits_domains",
+           "heterogeneous_toy", "horizontal_strips", "run_baseline"]

@@ -21,7 +21,7 @@ import math
 
 from numba import njit
 
-from solvers._losses import HINGE, LOGISTIC, SMOOTHED_HINGE, SQUARED, SQUARED_HINGE
+from solvers import HINGE, LOGISTIC, SMOOTHED_HINGE, SQUARED, SQUARED_HINGE
 
 _NEWTON_MAX_ITER = 50
 _NEWTON_TOL = 1e-14

@@ -12,8 +12,8 @@ import time
 
 import numpy as np
 
-from hyfdca._history import History
-from hyfdca.participation import Participation
+from feddata.history import History
+from feddata.participation import Participation
 from solvers import loss_code, primal_objective
 
 

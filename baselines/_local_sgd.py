@@ -14,7 +14,7 @@ mu)) + eta mu, v <- v - (eta l' / s) x_i.
 import numpy as np
 from numba import njit
 
-from solvers._losses import loss_derivative
+from solvers import loss_derivative
 
 _RESCALE_BELOW = 1e-9
 

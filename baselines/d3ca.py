@@ -33,7 +33,7 @@ One round, available blocks K_t, global duals alpha (N) and primal w (d):
    max(1, round(iic |I_k|)) steps, rows drawn as successive seeded permutations of the
    local rows (iic = 1: one local epoch); a row with no entry in the block (possible in
    overlapping layouts) is skipped. This is the kernel
-   ``solvers._sdca_kernels.sdca_pass`` run on the block.
+   ``solvers.kernels.sdca_pass`` run on the block.
 2. Dual averaging. The copies of alpha_i held by the blocks C_i are averaged (the paper's
    "we average them"): alpha_i += gamma * (1/|C_i|) sum_{k in C_i, present} dalpha_i^k
    (absent holders contribute 0, as in HyFDCA's aggregation).
@@ -69,7 +69,7 @@ import time
 import numpy as np
 
 from baselines._base import ConvexBaseline
-from solvers._sdca_kernels import row_sq_norms, sdca_pass
+from solvers.kernels import row_sq_norms, sdca_pass
 
 GAMMAS = ("averaging", "adding")
 

@@ -37,7 +37,7 @@ Rows (``method / data``; what "method", "local" and "pooled" measure):
   20, 50 pre-training epochs; Local / Pooled 50 epochs); quick: the tests' 10-client 10-class
   toy, 4 rounds, 3 pre-training epochs.
 * **APFed** (baselines/apfed.py) -- Fashion-MNIST (the IDX files at
-  /usr/share/datasets/fashion-mnist, read with ``hyfdca.datasets.read_idx``; a seeded random
+  /usr/share/datasets/fashion-mnist, read with ``feddata.datasets.read_idx``; a seeded random
   subsample of the official train and test sets, new per seed), setting "2-1": 28x28 images
   cut into 2 horizontal strips of 14 rows, the top strip (392 px) is the active client's view,
   the bottom strip a passive client's. method = APFed-C (active-only inference); local =
@@ -80,7 +80,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np  # noqa: E402
 
-from hyfdca.datasets import locate_dataset, read_idx  # noqa: E402
+from feddata.datasets import locate_dataset, read_idx  # noqa: E402
 
 
 # Settings per mode. Full: the implementers' settings (tests' slow cases) or closer to the
@@ -113,7 +113,7 @@ def log(*args):
 
 
 def run_hyfem(seed, cfg):
-    from baselines._deep_data import digits_blocks
+    from baselines import digits_blocks
     from baselines.hyfem_deep import HyFEMDeep, train_local_only, train_pooled
 
     d = digits_blocks(seed=seed)
@@ -132,7 +132,7 @@ def run_hyfem(seed, cfg):
 
 
 def run_chfl(seed, cfg):
-    from baselines._deep_data import digits_domains
+    from baselines import digits_domains
     from baselines.chfl import CHFL, train_local_only, train_pooled
 
     data = digits_domains(seed=seed)  # 3 clients, Dir(0.5)
@@ -146,7 +146,7 @@ def run_chfl(seed, cfg):
 
 
 def run_flic(seed, cfg):
-    from baselines._deep_views import heterogeneous_toy
+    from baselines import heterogeneous_toy
     from baselines.flic import FLIC, FLICLocal, FLICPooled
 
     C = cfg["n_classes"]
@@ -179,7 +179,7 @@ def _fmnist():
 def fmnist_views(n_train, n_test, seed, m=2, active=0):
     """A seeded random subsample of the official train / test sets, pixels / 255, cut into m
     horizontal strips (APFed's rule); strip ``active`` is the active view."""
-    from baselines._deep_views import horizontal_strips
+    from baselines import horizontal_strips
 
     rng = np.random.default_rng((seed, 7))
     out = {}

@@ -61,11 +61,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np  # noqa: E402
 
-from hyfdca._history import History  # noqa: E402
-from hyfdca._protocol import HyFDCARun  # noqa: E402
-from hyfdca._settings import HyFDCASettings  # noqa: E402
-from hyfdca.datasets import load_a9a  # noqa: E402
-from hyfdca.partition import hybrid_grid  # noqa: E402
+from feddata.history import History  # noqa: E402
+from hyfdca import HyFDCARun  # noqa: E402
+from hyfdca import HyFDCASettings  # noqa: E402
+from feddata.datasets import load_a9a  # noqa: E402
+from feddata.partition import hybrid_grid  # noqa: E402
 from solvers import reference_optimum  # noqa: E402
 
 LOSS, LAM = "hinge", 1e-4
@@ -153,7 +153,7 @@ def _task(job):
                            eval_every, diverge_at)
     result.update(partition=f"{P}x{Q}", participation=part, label=label, variant=variant,
                   overrides=overrides, wall=time.perf_counter() - start,
-                  iic=settings.iic, sigma=settings.bind(_STATE["data"][(P, Q)]).sigma_value)
+                  iic=settings.iic, sigma=settings.bind(_STATE["data"][(P, Q)]).sigma_bound)
     return result
 
 

@@ -9,7 +9,7 @@ sigma-safe + rho, iic = 0.01, at least 10 steps), and reports per configuration:
 * s/round: median wall time of a round (after one warm-up round);
 * updates/s: coordinate updates (drawn samples of the available clients) per second;
 * ratio: HyFDCA's seconds per coordinate update over the centralized SDCA kernel's
-  (``solvers._sdca_kernels.sdca_pass``, one epoch in a random order on the pooled data),
+  (``solvers.kernels.sdca_pass``, one epoch in a random order on the pooled data),
   measured in the same process;
 * fixed ms (5,000 clients, full participation): the fixed cost of a round, everything
   but the coordinate updates, = F + 5,000 c: F the median round in which no client takes
@@ -94,9 +94,9 @@ def _reset_peak():
 
 
 def _load(name):
-    from hyfdca.datasets import load_dataset
+    from feddata.datasets import load_dataset
     if name == "mnist-like":
-        from hyfdca.datasets import locate_dataset
+        from feddata.datasets import locate_dataset
         if locate_dataset("fashion-mnist") is not None:
             name = "fashion-mnist"
     ds = load_dataset(name)
@@ -108,7 +108,7 @@ def _load(name):
 
 def _sdca_seconds_per_update(X, y):
     from solvers import as_csr
-    from solvers._sdca_kernels import sdca_pass
+    from solvers.kernels import sdca_pass
     Xc = as_csr(X)
     q = np.asarray(Xc.multiply(Xc).sum(axis=1)).ravel()
     Y = y.reshape(-1, 1).astype(np.float64)
@@ -125,9 +125,9 @@ def _warm_kernels():
     """Compile or load every kernel on a tiny problem (kept out of the measurements)."""
     import scipy.sparse as sp
 
-    from hyfdca import partition as P
-    from hyfdca._batched import BatchedHyFDCA
-    from hyfdca._settings import HyFDCASettings
+    from feddata import partition as P
+    from hyfdca import BatchedHyFDCA
+    from hyfdca import HyFDCASettings
     rng = np.random.default_rng(0)
     X = sp.csr_matrix(rng.random((60, 20)))  # no empty rows (q_i > 0)
     y = np.where(rng.random(60) < 0.5, 1.0, -1.0)
@@ -143,8 +143,8 @@ def fixed_cost(fed, cycles):
     (module docstring: fixed ms). The three configurations take turns in short blocks (2
     rounds to settle, 3 timed), ``cycles`` times, so that this VM's slow spells fall on
     all of them alike."""
-    from hyfdca._batched import BatchedHyFDCA
-    from hyfdca._settings import HyFDCASettings
+    from hyfdca import BatchedHyFDCA
+    from hyfdca import HyFDCASettings
     settings = HyFDCASettings.from_variant("auto", lam=LAM, participation="full", H=8)
     run = BatchedHyFDCA(fed, settings, seed=0)
     groups, group_of = np.unique(run.stream_keys, return_inverse=True)  # same draws
@@ -177,9 +177,9 @@ def worker(name, specs, rounds, fractions, threads, with_full=True, fixed_repeat
     """One data set: every partition and participation; JSON rows on stdout."""
     import numba
 
-    from hyfdca import partition as P
-    from hyfdca._batched import BatchedHyFDCA
-    from hyfdca._settings import HyFDCASettings
+    from feddata import partition as P
+    from hyfdca import BatchedHyFDCA
+    from hyfdca import HyFDCASettings
     numba.set_num_threads(threads)
     _warm_kernels()
     gc.collect()

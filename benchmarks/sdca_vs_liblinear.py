@@ -58,16 +58,18 @@ import numpy as np  # noqa: E402
 from sklearn.exceptions import ConvergenceWarning  # noqa: E402
 from sklearn.svm import LinearSVC  # noqa: E402
 
-from hyfdca.datasets import load_a9a, make_news20_like  # noqa: E402
-from solvers import as_csr, primal_objective, sdca  # noqa: E402
-from solvers._losses import loss_code  # noqa: E402
-from solvers._sdca import (  # noqa: E402
+from feddata.datasets import load_a9a, make_news20_like  # noqa: E402
+from solvers import (  # noqa: E402
     ShrinkingHinge,
+    as_csr,
     encode_targets,
     epoch_order,
+    loss_code,
+    primal_objective,
+    sdca,
     shrinking_seeds,
 )
-from solvers._sdca_kernels import hinge_pass_binary, objective_sums, row_sq_norms  # noqa: E402
+from solvers.kernels import hinge_pass_binary, objective_sums, row_sq_norms  # noqa: E402
 
 TARGET = 1e-4
 LAMS = (1e-4, 1e-5)

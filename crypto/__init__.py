@@ -15,7 +15,8 @@ from crypto._keys import BACKENDS, DealtKeys, deal_keys, make_backend
 from crypto._mask import mask_backend
 from crypto._paillier import paillier_backend
 from crypto._plain import plain_backend
-from crypto._secure_sum import SecureSum, masked_total
+from crypto._secure_sum import SecureSum, masked_total, unmasked_total
+from crypto._wire import vector_from_arrays, vector_to_arrays
 
 __all__ = [
     "BACKENDS",
@@ -35,4 +36,7 @@ __all__ = [
     "masked_total",
     "paillier_backend",
     "plain_backend",
+    "unmasked_total",
+    "vector_from_arrays",
+    "vector_to_arrays",
 ]

@@ -34,10 +34,7 @@ class SecureSum:
     def mask(self, values, client, participants, tag):
         """Client ``client``'s masked shares (uint64), for one sum labelled ``tag``."""
         order = sorted(participants)
-        # headroom: the sum of len(order) shares must stay below 2^63
-        headroom = int(np.ceil(np.log2(max(len(order), 1))))
-        shares = FixedPoint(self.frac_bits, max_bits=62 - headroom).encode(values)
-        shares = shares.astype(np.uint64)
+        shares = share_codec(len(order), self.frac_bits).encode(values).astype(np.uint64)
         if client not in order:
             raise ValueError(f"client {client} is not among the participants {order}")
         n, pos = len(order), order.index(client)
@@ -46,6 +43,22 @@ class SecureSum:
             mask += self._prf(client, order[(pos + j) % n], tag, shares.size)
             mask -= self._prf(order[(pos - j) % n], client, tag, shares.size)
         return shares + mask
+
+
+def share_codec(n_participants, frac_bits):
+    """The fixed-point codec of a secure sum's shares: headroom for the sum of
+    ``n_participants`` shares to stay below 2^63."""
+    headroom = int(np.ceil(np.log2(max(n_participants, 1))))
+    return FixedPoint(frac_bits, max_bits=62 - headroom)
+
+
+def unmasked_total(shares, frac_bits=32):
+    """The total a secure sum reveals, computed without keys or masks, for engines that
+    simulate the plaintext protocol: ``shares`` has one column per participant, encoded
+    as :meth:`SecureSum.mask` encodes them and added as integers (the same bits as
+    :func:`masked_total` of the masked shares)."""
+    encoded = share_codec(shares.shape[1], frac_bits).encode(shares)
+    return FixedPoint(frac_bits).decode(encoded.sum(axis=1))
 
 
 def masked_total(masked, frac_bits=32):

@@ -1,18 +1,35 @@
-"""HyFDCA: hybrid federated dual coordinate ascent, and the toolkit around it."""
+"""HyFDCA: hybrid federated dual coordinate ascent, and the toolkit around it.
 
+Public API (layers: docs/architecture.md): the settings and variants, ``run_hyfdca`` and
+its two engines (``HyFDCARun``: server and clients exchanging messages through a
+``Transport``; ``BatchedHyFDCA``: every client of a round in one Numba call), the
+messages and their byte encoding, and the scikit-learn estimators. The data model
+(data sets, partitions, participation, history) is the package ``feddata``.
+"""
+
+from hyfdca._batched import BatchedHyFDCA
 from hyfdca._estimators import HyFDCAClassifier, HyFDCARegressor
-from hyfdca._history import History
-from hyfdca._protocol import HyFDCARun, run_hyfdca
-from hyfdca._settings import VARIANTS, HyFDCASettings
+from hyfdca._messages import decode_message, encode_message
+from hyfdca._protocol import HyFDCARun
+from hyfdca._run import ENGINES, run_hyfdca
+from hyfdca._settings import DEFAULT_VARIANT, VARIANTS, HyFDCASettings
+from hyfdca._transport import InProcessTransport, Traffic, Transport
 
 __version__ = "0.1.0.dev0"
 
 __all__ = [
+    "DEFAULT_VARIANT",
+    "ENGINES",
     "VARIANTS",
-    "History",
+    "BatchedHyFDCA",
     "HyFDCAClassifier",
     "HyFDCARegressor",
     "HyFDCARun",
     "HyFDCASettings",
+    "InProcessTransport",
+    "Traffic",
+    "Transport",
+    "decode_message",
+    "encode_message",
     "run_hyfdca",
 ]

@@ -1,6 +1,6 @@
 """The batched plaintext HyFDCA engine: every client of a round in one Numba call per phase.
 
-:class:`BatchedHyFDCA` runs the same protocol as :class:`hyfdca._protocol.HyFDCARun` with
+:class:`BatchedHyFDCA` runs the same protocol as the message engine (``HyFDCARun``) with
 ``crypto="plain"`` (same phases, same participation and index draws, the plain backend's
 fixed-point integers for alpha, dalpha and the inner-product parts, the masked sums'
 fixed-point shares) and gives the same bits: alpha, w and every round's step. What it
@@ -13,8 +13,10 @@ slowest client's LocalDualMethod time: the batched kernel's CPU time (wall time 
 threads) apportioned to clients by the size of their steps (non-zeros of the drawn rows
 + 1 per step). ``updates`` counts the round's coordinate updates.
 
-Index draws come from ``hyfdca._draws`` (counter-based, keyed by (stream, round)), shared
-with the message protocol's clients; participation from ``hyfdca.participation``.
+Every algorithmic decision (phases, eligible samples, rho, aggregation weights, the
+line-search terms and the step) comes from ``hyfdca._round``, as in the message engine;
+index draws from ``hyfdca._draws`` (counter-based, keyed by (stream, round)), shared
+with the message protocol's clients; participation from ``feddata.participation``.
 
 All client blocks are stored once as one concatenated CSR (local feature coordinates)
 with per-client row and feature offsets; the state is per holding (client, sample) or per
@@ -29,11 +31,13 @@ import time
 import numba
 import numpy as np
 
+from crypto import unmasked_total
+from feddata import Participation
 from hyfdca import _batched_kernels as kern
 from hyfdca._draws import stream_key
-from hyfdca._protocol import _sampling_streams
-from hyfdca.aggregate import line_search_step, quantize_step
-from hyfdca.participation import Participation
+from hyfdca._round import (aggregation_weights, choose_step, correction_factors,
+                           draws_all_samples, eligible_samples, is_full_step, plan_round,
+                           sampling_streams, step_bits)
 
 BACKENDS = ("numba", "cupy")
 # Global column ids cost 4 bytes per non-zero (a third of the CSR); by default they are kept
@@ -140,24 +144,23 @@ class BatchedHyFDCA:
         counts = dataset.holder_counts
         self.holder_counts = counts
         self.q = dataset.sq_row_norms[self.hold_sample]
-        if s.rho == "norm":
-            self.rho = np.divide(self.q, partial, out=np.ones_like(self.q), where=partial > 0)
-        else:
-            self.rho = np.ones_like(self.q)
+        self.rho = correction_factors(s.rho, self.q, partial)
+        self.update_weight = aggregation_weights(counts[self.hold_sample])
         self.inv_holders = 1.0 / np.asarray(counts[self.hold_sample], dtype=np.float64)
         # holders of each sample, in client order
         self.samp_ptr = _offsets(np.bincount(self.hold_sample, minlength=N))
         self.samp_hold = np.argsort(self.hold_sample, kind="stable").astype(np.int64)
         self.local_margins = bool(np.all(counts == 1))
         # draws
-        streams = _sampling_streams(dataset, s.sampling, self.seed)
+        streams = sampling_streams(dataset, s.sampling, self.seed)
         self.stream_keys = np.array([stream_key(t) for t in streams], dtype=np.uint64)
         self.H = np.array([s.inner_steps(int(n)) for n in n_rows], dtype=np.int64)
         self.draw_off = _offsets(self.H)
         self.drawn = np.zeros(int(self.draw_off[-1]), dtype=np.int64)
         self.drawn_cnt = np.zeros(K, dtype=np.int64)
         # state: client copies of alpha (per holding), server's Enc(alpha) (integers), v_k
-        self.alpha_scale = 2.0 ** -(self.frac_bits + s.step_bits)
+        self.step_bits = step_bits(s)
+        self.alpha_scale = 2.0 ** -(self.frac_bits + self.step_bits)
         self.frac_scale = 2.0 ** self.frac_bits
         self.inv_frac_scale = 2.0 ** -self.frac_bits
         self.alpha_loc = np.zeros(n_hold)
@@ -196,6 +199,7 @@ class BatchedHyFDCA:
         self.enc_delta = np.zeros(N, dtype=np.int64)
         self.present = np.zeros(N, dtype=np.int64)
         self.eligible = np.ones(N, dtype=bool)
+        self.present_now = np.zeros(N, dtype=np.int64)  # present holders at phase A
         self.err = np.zeros(1, dtype=np.int64)
         self.work = np.zeros(K, dtype=np.int64)  # per available client: size of its steps
         # per-round buffers kept between rounds (a fresh allocation costs page faults)
@@ -229,20 +233,19 @@ class BatchedHyFDCA:
         avail_mask = self.avail_mask
         avail_mask[:] = False
         avail_mask[avail] = True
-        full = s.participation == "full"
+        plan = plan_round(s, self.round, self.local_margins)
         stamp = self.round + 1
         permuted = s.draw == "permuted"
-        rtc = 2  # local dual method, primal aggregation
-        phase_a = not (full and self.round > 0)
         start = time.perf_counter()
         prev, cur = self.lists = self.lists[::-1]
         synced = 0
-        if phase_a:
-            rtc += 1
-            consistent = s.aggregation == "consistent"
-            if consistent:
-                kern.complete_samples(avail_mask, self.samp_ptr, self.samp_hold,
-                                      self.hold_client, self.eligible)
+        if plan.dual_sync_phase:
+            every_sample = draws_all_samples(s.aggregation)
+            if not every_sample:
+                kern.present_holders(avail_mask, self.samp_ptr, self.samp_hold,
+                                     self.hold_client, self.present_now)
+                self.eligible[:] = eligible_samples(s.aggregation, self.present_now,
+                                                    self.holder_counts)
             self.token, synced = kern.sync_and_report(
                 avail, stamp, self.data, self.indices, self.indptr, self.row_off,
                 self.feat_off, self.hold_feat, self.hold_sample, self.changed_at,
@@ -250,8 +253,8 @@ class BatchedHyFDCA:
                 self.version, s.lam_n, self.w, prev.lst, prev.seg, prev.stamp, self.cand[0],
                 self.change_row, self.feat_mark, self.feat_list, self.token)
             kern.draw_clients(avail, self.round, self.row_off, self.hold_sample, self.eligible,
-                              consistent, self.stream_keys, self.H, permuted, self.draw_off,
-                              self.drawn, self.drawn_cnt, self.cand, self.perm)
+                              not every_sample, self.stream_keys, self.H, permuted,
+                              self.draw_off, self.drawn, self.drawn_cnt, self.cand, self.perm)
         n_union, updates = kern.drawn_union(
             avail, self.row_off, self.hold_sample, self.indptr, self.draw_off, self.drawn,
             self.drawn_cnt, self.mark, stamp, self.union, self.work)
@@ -261,11 +264,10 @@ class BatchedHyFDCA:
         sync = (avail, stamp, self.row_off, self.hold_sample, self.changed_at, self.synced_at,
                 self.enc_alpha, self.alpha_scale, self.alpha_loc, self.version,
                 self.unreported, self.unreported_at, prev.lst, prev.seg, prev.stamp, self.cand)
-        sync_rides = not phase_a  # with phase B (or C: local margins)
-        if sync_rides and (self.local_margins or gpu is not None):
+        sync_rides = not plan.dual_sync_phase  # with phase B (or C: local margins)
+        if sync_rides and (not plan.inner_products or gpu is not None):
             synced = kern.sync_clients(*sync)
-        if not self.local_margins:
-            rtc += 1
+        if plan.inner_products:
             if gpu is not None:
                 gpu.inner_products(self, cur.lst[:n_requested])
             elif sync_rides:
@@ -285,10 +287,10 @@ class BatchedHyFDCA:
         if gpu is None:
             kern.local_dual(avail, self.local_margins, self.data, self.indices, self.indptr,
                             self.row_off, self.feat_off, self.hold_feat, self.hold_sample,
-                            self.y, self.alpha_loc, self.q, self.rho, self.inv_holders,
+                            self.y, self.alpha_loc, self.q, self.rho, self.update_weight,
                             self.margin, self.inv_frac_scale, self.frac_scale, self.w,
                             self.wk, self.draw_off, self.drawn, self.drawn_cnt, s.loss_code,
-                            s.lam_n, s.sigma_value, s.smoothing, self.dalpha, self.u,
+                            s.lam_n, s.sigma_bound, s.smoothing, self.dalpha, self.u,
                             self.hold_mark, stamp, self.upd, self.err)
         else:
             gpu.local_dual(self, avail, stamp)
@@ -308,49 +310,46 @@ class BatchedHyFDCA:
             self.unreported, self.unreported_at, self.enc_delta, self.inv_frac_scale, cur.lst,
             cur.seg, prev.lst, prev.seg, prev.stamp, self.present, self.n_samples,
             s.line_search, shares, s.lam_n, self.w, dw, self.change_row, self.feat_mark,
-            self.feat_list, self.token, self.buf, full, self.eligible, self.stream_keys,
+            self.feat_list, self.token, self.buf, plan.predraw, self.eligible, self.stream_keys,
             self.H, permuted, self.draw_off, self.drawn, self.drawn_cnt, self.cand[0],
             self.perm[0])
-        g = 1.0
-        if s.line_search:
-            revealed = _masked_sum(shares, self.frac_bits)
-            g = line_search_step(revealed, self.w, dw, s.lam, s.curvature_of_conjugate)
-        m, g = quantize_step(g, s.step_bits)
+        revealed = unmasked_total(shares, self.frac_bits) if s.line_search else None
+        m, g = choose_step(s, revealed, self.w, dw)
         n_touched = kern.apply_step(self.union, n_union, self.touched, stamp, self.enc_delta,
-                                    self.enc_alpha, m, s.step_bits > 0, self.changed_at,
+                                    self.enc_alpha, m, self.step_bits > 0, self.changed_at,
                                     self.version + 1, self.err)
         self._check("alpha")
         if n_touched:
             self.version += 1
         kern.settle(avail, self.hold_sample, self.alpha_loc, self.enc_delta,
                     self.inv_frac_scale, cur.lst, cur.seg, g, self.synced_at,
-                    m == 1 << s.step_bits, self.version)
+                    is_full_step(m, s), self.version)
         dw *= g  # w + g dw, as the protocol's server computes it, without temporaries
         self.w += dw
         self.last_step = g
-        if s.second_inner_product:
-            rtc += 1
+        if plan.second_inner_product:
             kern.inner_products(avail, self.data, self.indices, self.gcol, self.indptr,
                                 self.row_off, self.feat_off, self.hold_feat, cur.lst, cur.seg,
                                 True, self.w, self.wk, self.frac_scale, self.parts, self.err)
             self._check("an inner product")
         self.round += 1
         # the plain backend's counts, phase by phase as the message protocol performs them
-        margins = 0 if self.local_margins else 1
+        margins = int(plan.inner_products)
         encrypt = margins * n_requested + received
-        if s.second_inner_product:
+        if plan.second_inner_product:
             encrypt += int(self.row_off[avail + 1].sum() - self.row_off[avail].sum())
         stepped = n_touched if m != 0 else 0
         work = self.work[:avail.size]
         total_work = int(work.sum())
         if total_work:
             compute *= numba.get_num_threads() * int(work.max()) / total_work
-        return dict(round=self.round, available=int(avail.size), step=g, rtc=rtc,
+        return dict(round=self.round, available=int(avail.size), step=g,
+                    rtc=plan.round_trips,
                     bytes_up=0, bytes_down=0, compute_seconds=compute, updates=updates,
                     engine_seconds=time.perf_counter() - start,
                     encrypt=encrypt, decrypt=int(synced) + margins * updates + n_requested,
                     add=margins * union_holdings + received + stepped,
-                    multiply=stepped if s.step_bits > 0 else 0)
+                    multiply=stepped if self.step_bits > 0 else 0)
 
     # --- certificate ----------------------------------------------------------------------
 
@@ -377,7 +376,7 @@ class BatchedHyFDCA:
                               np.empty(self.n_samples, dtype=np.int64), np.empty(n_hold),
                               np.empty(n_hold), sums, self.err)
         self._check("a margin")
-        loss_sum, conj_sum = _masked_sum(sums, self.frac_bits)
+        loss_sum, conj_sum = unmasked_total(sums, self.frac_bits)
         reg = 0.5 * s.lam * float(w @ w)
         return reg + loss_sum, -reg + conj_sum, w
 
@@ -397,15 +396,3 @@ def _offsets(sizes):
     np.cumsum(sizes, out=out[1:])
     return out
 
-
-def _masked_sum(shares, frac_bits):
-    """The server's total of the participants' masked fixed-point shares (one column per
-    client): the masks cancel, so it is the decoded sum of the encoded columns."""
-    clients = shares.shape[1]
-    headroom = int(np.ceil(np.log2(max(clients, 1))))
-    scaled = np.rint(shares * 2.0 ** frac_bits)  # = round(ldexp(shares, f)): exact scaling
-    if scaled.size and np.max(np.abs(scaled)) >= 2.0 ** (62 - headroom):
-        raise OverflowError(f"fixed-point overflow: a secure-sum share needs more than "
-                            f"{62 - headroom} bits")
-    total = scaled.astype(np.int64).sum(axis=1)
-    return np.ldexp(total.astype(np.float64), -frac_bits)

@@ -20,9 +20,10 @@ import numpy as np
 from numba import njit, prange
 
 from hyfdca._draws import draw_into
-from hyfdca._local_dual import local_step
+from hyfdca._pairwise_sum import pairwise_sum
 from hyfdca._primal_change import add_row
-from solvers._losses import weighted_objective_sums
+from hyfdca._round import line_search_terms, local_step
+from solvers import weighted_objective_sums
 
 _LIMIT = 2.0 ** 62  # the plain backend's codec: |encoded| < 2^max_bits
 
@@ -53,76 +54,6 @@ def _gather_w(k, feat_off, hold_feat, w, wk):
     f0 = feat_off[k]
     for c in range(f0, feat_off[k + 1]):
         wk[c - f0] = w[hold_feat[c]]
-
-
-@njit(cache=True)
-def _block_sum(a, lo, n):
-    """NumPy's pairwise_sum for n <= 128: eight accumulators, then the rest in order."""
-    if n < 8:
-        res = -0.0
-        for i in range(lo, lo + n):
-            res += a[i]
-        return res
-    r0, r1, r2, r3 = a[lo], a[lo + 1], a[lo + 2], a[lo + 3]
-    r4, r5, r6, r7 = a[lo + 4], a[lo + 5], a[lo + 6], a[lo + 7]
-    i = 8
-    while i < n - (n % 8):
-        j = lo + i
-        r0 += a[j]
-        r1 += a[j + 1]
-        r2 += a[j + 2]
-        r3 += a[j + 3]
-        r4 += a[j + 4]
-        r5 += a[j + 5]
-        r6 += a[j + 6]
-        r7 += a[j + 7]
-        i += 8
-    res = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
-    while i < n:
-        res += a[lo + i]
-        i += 1
-    return res
-
-
-@njit(cache=True)
-def pairwise_sum(a, lo, n):
-    """np.sum(a[lo:lo + n]) for float64, bit for bit: NumPy's pairwise summation (halves
-    cut at multiples of 8 down to blocks of 128), without recursion (a recursive kernel
-    crashes when Numba loads it from its cache)."""
-    if n <= 128:
-        return _block_sum(a, lo, n)
-    depth = 128
-    f_lo = np.empty(depth, dtype=np.int64)
-    f_n = np.empty(depth, dtype=np.int64)
-    f_stage = np.empty(depth, dtype=np.int64)
-    vals = np.empty(depth)
-    sp = 0
-    vp = 0
-    f_lo[0], f_n[0], f_stage[0] = lo, n, 0
-    sp = 1
-    while sp > 0:
-        top = sp - 1
-        m = f_n[top]
-        if m <= 128:
-            vals[vp] = _block_sum(a, f_lo[top], m)
-            vp += 1
-            sp -= 1
-            continue
-        n2 = m // 2
-        n2 -= n2 % 8
-        if f_stage[top] == 0:
-            f_stage[top] = 1
-            f_lo[sp], f_n[sp], f_stage[sp] = f_lo[top], n2, 0
-            sp += 1
-        elif f_stage[top] == 1:
-            f_stage[top] = 2
-            f_lo[sp], f_n[sp], f_stage[sp] = f_lo[top] + n2, m - n2, 0
-            sp += 1
-        else:
-            vals[vp - 2] = vals[vp - 2] + vals[vp - 1]
-            vp -= 1
-            sp -= 1
-    return vals[0]
 
 
 @njit(cache=True, inline="always")
@@ -167,14 +98,14 @@ def _draw(k, round_, row_off, hold_sample, eligible, use_eligible, stream_keys, 
 
 
 @njit(cache=True, parallel=True)
-def complete_samples(avail_mask, samp_ptr, samp_hold, hold_client, out):
-    """out[i] = every holder of sample i is available (the 'consistent' rule)."""
+def present_holders(avail_mask, samp_ptr, samp_hold, hold_client, out):
+    """out[i] = how many holders of sample i are available."""
     for i in prange(samp_ptr.shape[0] - 1):
-        ok = True
+        count = 0
         for e in range(samp_ptr[i], samp_ptr[i + 1]):
-            if not avail_mask[hold_client[samp_hold[e]]]:
-                ok = False
-        out[i] = ok
+            if avail_mask[hold_client[samp_hold[e]]]:
+                count += 1
+        out[i] = count
 
 
 @njit(cache=True)
@@ -505,10 +436,11 @@ def sum_parts(union, n_union, samp_ptr, samp_hold, parts, margin, err):
 
 @njit(cache=True, parallel=True)
 def local_dual(avail, local_margins, data, indices, indptr, row_off, feat_off, hold_feat,
-               hold_sample, y, alpha_loc, q, rho, inv_holders, margin, inv_frac_scale,
+               hold_sample, y, alpha_loc, q, rho, update_weight, margin, inv_frac_scale,
                frac_scale, w, wk, draw_off, drawn, drawn_cnt, code, lam_n, sigma, smoothing,
                dalpha, u, hold_mark, stamp, upd, err):
-    """LocalDualMethod of every available client, then its Enc(dalpha_i / |C_i|)."""
+    """LocalDualMethod of every available client, then its Enc(dalpha_i x update weight)
+    (``_round.aggregation_weights``)."""
     chunks = wk.shape[0]
     for tid in prange(chunks):
         for a in range(tid, avail.shape[0], chunks):
@@ -535,7 +467,7 @@ def local_dual(avail, local_margins, data, indices, indptr, row_off, feat_off, h
                 h = r0 + p
                 if hold_mark[h] != stamp:
                     hold_mark[h] = stamp
-                    upd[h] = _encode(dt[p] * inv_holders[h], frac_scale, err)
+                    upd[h] = _encode(dt[p] * update_weight[h], frac_scale, err)
                 for e in range(indptr[h], indptr[h + 1]):
                     ut[indices[e]] = 0.0
             for t in range(drawn_cnt[k]):
@@ -605,10 +537,8 @@ def primal_updates(avail, round_, stamp, data, indices, indptr, row_off, feat_of
             i = hold_sample[h]
             d = np.float64(enc_delta[i]) * inv_frac_scale
             if line_search:
-                weight = 1.0 / np.float64(present[i] * n_samples)
-                buf[0, terms] = weight * y[h] * d
-                buf[1, terms] = weight * alpha_loc[h] * d
-                buf[2, terms] = weight * d * d
+                buf[0, terms], buf[1, terms], buf[2, terms] = line_search_terms(
+                    y[h], alpha_loc[h], d, present[i], n_samples)
                 terms += 1
             if d != 0.0:
                 n = _add_row_marked(data, indices, indptr[h], indptr[h + 1], d, lam_n, row,

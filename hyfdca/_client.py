@@ -6,14 +6,15 @@ import numpy as np
 
 from hyfdca import _messages as msg
 from hyfdca._draws import draw_positions
-from hyfdca._local_dual import local_dual_method
 from hyfdca._primal_change import rows_change
-from hyfdca.aggregate import LINE_SEARCH_GRID
-from solvers._losses import weighted_objective_sums
+from hyfdca._round import (aggregation_weights, correction_factors, line_search_shares,
+                           local_dual_method)
+from solvers import weighted_objective_sums
 
 
 class Client:
-    """Client k of the protocol. Holds nothing of other clients' data.
+    """Client k of the protocol. Holds nothing of other clients' data; answers each
+    message of the server with one reply (:meth:`handle`).
 
     Parameters
     ----------
@@ -49,14 +50,11 @@ class Client:
         self.w = np.zeros(block.X.shape[1])
         self.q = np.asarray(sq_norms, dtype=np.float64)
         partial = np.asarray(block.X.multiply(block.X).sum(axis=1)).ravel()
-        if settings.rho == "norm":
-            self.rho = np.divide(self.q, partial, out=np.ones_like(self.q), where=partial > 0)
-        else:
-            self.rho = np.ones_like(self.q)
+        self.rho = correction_factors(settings.rho, self.q, partial)
+        self.update_weight = aggregation_weights(holder_counts)
         self.inv_holders = 1.0 / np.asarray(holder_counts, dtype=np.float64)
         self.H = settings.inner_steps(self.n_local)
         self.drawn = np.zeros(0, dtype=np.int64)
-        self.compute_seconds = 0.0
         self._eval_alpha = self.alpha
         self._refresh = None
         # alpha is the copy the server's w accounts for; the last tentative step
@@ -64,6 +62,18 @@ class Client:
         self._pending = None
         self._synced = np.zeros(self.n_local)
         self._synced_mask = np.zeros(self.n_local, dtype=bool)
+
+    def handle(self, message):
+        """The reply to one message of the server (the transport's entry point)."""
+        handler = {msg.RoundStart: self.start_round,
+                   msg.WeightsAndRequest: self.inner_product_parts,
+                   msg.Margins: self.local_update,
+                   msg.TentativeStep: self.primal_update,
+                   msg.DualSync: self.eval_sync,   # the certificate's sync, not committed
+                   msg.EvalRequest: self.eval_shares}.get(type(message))
+        if handler is None:
+            raise TypeError(f"client {self.id}: no handler for {type(message).__name__}")
+        return handler(message)
 
     # --- step 1-2: dual sync and primal contribution ---------------------------------
 
@@ -111,20 +121,23 @@ class Client:
         self._synced_mask[positions] = False
         return change
 
-    def take_refresh(self):
-        """The DualRefresh made by the last dual sync, if the backend asked for one."""
+    def _take_refresh(self):
+        """The DualRefresh made by the last dual sync, if the backend asked for one (it
+        rides with the reply)."""
         refresh, self._refresh = self._refresh, None
         return refresh
 
     def start_round(self, message):
         """Sync duals, draw this round's samples among the eligible ones, send the change
         of v_k."""
+        self.round = message.round
         self._apply_sync(message.sync)
         self.drawn = self._draw(message.eligible, self.round)
         change = self._report_synced()
         if change is None:
             change = np.zeros(self.X.shape[1])
-        return msg.PrimalContribution(change=change, drawn=self.drawn)
+        return msg.PrimalContribution(change=change, drawn=self.drawn,
+                                      refresh=self._take_refresh())
 
     def _draw(self, eligible, round_):
         candidates = np.flatnonzero(eligible)
@@ -142,7 +155,8 @@ class Client:
         if message.sync is not None:
             self._apply_sync(message.sync)
         rows = self.X[message.requested]
-        return msg.InnerProductParts(parts=self.keys.encrypt(rows @ self.w))
+        return msg.InnerProductParts(parts=self.keys.encrypt(rows @ self.w),
+                                     refresh=self._take_refresh())
 
     # --- step 4-5: local dual method and dual update ----------------------------------
 
@@ -159,38 +173,34 @@ class Client:
         start = time.perf_counter()
         dalpha, _ = local_dual_method(self.X.data, self.X.indices, self.X.indptr, self.y,
                                       self.alpha, z, self.q, self.rho, self.drawn,
-                                      s.loss_code, s.lam_n, s.sigma_value, s.smoothing,
+                                      s.loss_code, s.lam_n, s.sigma_bound, s.smoothing,
                                       self.X.shape[1])
-        self.compute_seconds = time.perf_counter() - start
+        seconds = time.perf_counter() - start
         # every drawn sample, zeros included: which ones did not move would tell the
         # server about their margins (for hinge, alpha_i = 0 and no step means y_i z_i >= 1)
         drawn = np.unique(self.drawn)
-        return msg.DualUpdate(positions=drawn,
-                              dalpha=self.keys.encrypt(dalpha[drawn] * self.inv_holders[drawn]))
+        dalpha = self.keys.encrypt(dalpha[drawn] * self.update_weight[drawn])
+        return msg.DualUpdate(positions=drawn, dalpha=dalpha, compute_seconds=seconds,
+                              refresh=self._take_refresh())
 
     # --- step 6: second primal aggregation, line-search shares -------------------------
 
-    def primal_update(self, message, predraw):
+    def primal_update(self, message):
         """Receive the aggregated dalpha of its samples (the tentative step, settled when g
         arrives with the next dual sync); send the changes of v_k, the masked line-search
-        shares and, if ``predraw``, next round's draws."""
+        shares and, if asked (``predraw``), next round's draws."""
+        self.round = message.round
         pos = message.positions
         d = self.keys.decrypt(message.delta) if pos.size else np.zeros(0)
         self._pending = (pos, d)
         shares = None
-        if self.settings.line_search:
-            # this client's share of S1, S2, S3: the sum over present holders gives
-            # (1/N) sum_i of y_i d_i, alpha_i d_i and d_i^2
-            before = self.alpha[pos]
-            weight = 1.0 / (message.present_holders * self.settings.n_samples)
-            if self.settings.loss == "logistic":
-                values = _entropy_gains(before * self.y[pos], d * self.y[pos], weight)
-            else:
-                values = [np.sum(weight * self.y[pos] * d), np.sum(weight * before * d),
-                          np.sum(weight * d * d)]
+        s = self.settings
+        if s.line_search:
+            values = line_search_shares(s.loss, self.y[pos], self.alpha[pos], d,
+                                        message.present_holders, s.n_samples)
             shares = self.masker.mask(values, self.id, message.participants, message.tag)
         next_drawn = None
-        if predraw:  # full participation: announce next round's draws now
+        if message.predraw:  # full participation: announce next round's draws now
             next_drawn = self.drawn = self._draw(np.ones(self.n_local, dtype=bool),
                                                  self.round + 1)
         return msg.PrimalUpdate(synced=self._report_synced(), tentative=self._change(pos, d),
@@ -207,11 +217,6 @@ class Client:
             self._eval_alpha[message.positions] = self.keys.decrypt(message.alpha)
         return msg.EvalContribution(v=self.X.T @ self._eval_alpha / self.settings.lam_n)
 
-    def all_parts(self, message):
-        """Enc(x_i^k . w) for all its samples (second SecureInnerProduct, certificate)."""
-        self.w = message.w
-        return msg.InnerProductParts(parts=self.keys.encrypt(self.X @ self.w))
-
     def eval_shares(self, message):
         """Masked shares of (1/N) sum_i l(z_i)/|C_i| and (1/N) sum_i -l*(-alpha_i)/|C_i|."""
         z = self.keys.decrypt(message.margins)
@@ -221,18 +226,3 @@ class Client:
         return msg.EvalShares(self.masker.mask([loss, conj], self.id, message.participants,
                                                message.tag))
 
-
-def _entropy(beta):
-    """Binary entropy -b log b - (1-b) log(1-b) (the logistic -l*(-alpha), beta = alpha y),
-    with beta clipped to [0, 1] against fixed-point rounding."""
-    b = np.clip(beta, 0.0, 1.0)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        h = -np.where(b > 0, b * np.log(b), 0.0) - np.where(b < 1, (1 - b) * np.log1p(-b), 0.0)
-    return h
-
-
-def _entropy_gains(beta, dbeta, weight):
-    """Per grid step g: sum_i weight_i [H(beta_i + g dbeta_i) - H(beta_i)]."""
-    base = _entropy(beta)
-    return [float(np.sum(weight * (_entropy(beta + g * dbeta) - base)))
-            for g in LINE_SEARCH_GRID]

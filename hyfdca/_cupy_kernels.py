@@ -27,7 +27,7 @@ except ImportError as err:  # pragma: no cover - depends on the machine
     raise ImportError("backend='cupy' needs CuPy and a CUDA GPU (pip install cupy-cuda12x); "
                       f"import failed: {err}") from err
 
-from solvers._losses import HINGE, LOGISTIC, SMOOTHED_HINGE, SQUARED
+from solvers import HINGE, LOGISTIC, SMOOTHED_HINGE, SQUARED
 
 _SOURCE = r"""
 #define LIMIT 4611686018427387904.0  /* 2^62 */
@@ -75,7 +75,7 @@ extern "C" __global__ void local_dual(
         const int* indices, const long long* indptr, const long long* row_off,
         const long long* feat_off, const int* hold_feat, const long long* hold_sample,
         const double* y, const double* alpha, const double* q, const double* rho,
-        const double* inv_holders, const long long* margin, double inv_frac_scale,
+        const double* update_weight, const long long* margin, double inv_frac_scale,
         double frac_scale, const double* w, const long long* draw_off,
         const long long* drawn, const long long* drawn_cnt, int code, double lam_n,
         double sigma, double smoothing, double* dalpha, double* u, long long* hold_mark,
@@ -112,7 +112,7 @@ extern "C" __global__ void local_dual(
         long long h = r0 + drawn[d0 + t];
         if (hold_mark[h] != stamp) {
             hold_mark[h] = stamp;
-            upd[h] = encode(dalpha[h] * inv_holders[h], frac_scale, err);
+            upd[h] = encode(dalpha[h] * update_weight[h], frac_scale, err);
         }
         for (long long e = indptr[h]; e < indptr[h + 1]; e++) u[f0 + indices[e]] = 0.0;
     }
@@ -146,7 +146,7 @@ class CupyKernels:
         self.hold_feat = up(e.hold_feat.astype(np.int32))
         self.hold_sample = up(e.hold_sample)
         self.y, self.q, self.rho = up(e.y), up(e.q), up(e.rho)
-        self.inv_holders = up(e.inv_holders)
+        self.update_weight = up(e.update_weight)
         self.draw_off = up(e.draw_off)
         self.dalpha = cp.zeros(e.alpha_loc.size)
         self.u = cp.zeros(e.hold_feat.size)
@@ -179,10 +179,10 @@ class CupyKernels:
         self._local(*_grid(av.size), (
             av, np.int32(av.size), np.int32(e.local_margins), self.data, self.indices,
             self.indptr, self.row_off, self.feat_off, self.hold_feat, self.hold_sample,
-            self.y, cp.asarray(e.alpha_loc), self.q, self.rho, self.inv_holders,
+            self.y, cp.asarray(e.alpha_loc), self.q, self.rho, self.update_weight,
             cp.asarray(e.margin), np.float64(e.inv_frac_scale), np.float64(e.frac_scale),
             cp.asarray(e.w), self.draw_off, cp.asarray(e.drawn), cp.asarray(e.drawn_cnt),
-            np.int32(s.loss_code), np.float64(s.lam_n), np.float64(s.sigma_value),
+            np.int32(s.loss_code), np.float64(s.lam_n), np.float64(s.sigma_bound),
             np.float64(s.smoothing), self.dalpha, self.u, self.hold_mark, np.int64(stamp),
             upd, self.err))
         e.upd[...] = cp.asnumpy(upd)

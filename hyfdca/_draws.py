@@ -14,7 +14,7 @@ so every candidate is drawn once per pass.
 import numpy as np
 from numba import njit
 
-from solvers._random import GAMMA, MUL1, MUL2, mix64
+from solvers import GAMMA, MUL1, MUL2, mix64
 
 _S11 = np.uint64(11)
 _TWO_M53 = 2.0 ** -53

@@ -15,8 +15,8 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from hyfdca import partition as P
-from hyfdca._protocol import run_hyfdca
+from feddata import partition as P
+from hyfdca._run import run_hyfdca
 from hyfdca._settings import HyFDCASettings
 from solvers import as_csr
 

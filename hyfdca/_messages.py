@@ -2,13 +2,19 @@
 
 Fields holding dual variables or inner products are always ``EncryptedVector``; the
 plaintext fields are sample positions, primal contributions and revealed aggregate sums.
+Messages are plain data: :func:`encode_message` turns one into bytes and
+:func:`decode_message` gives it back exactly (arrays, ciphertexts, nested messages,
+scalars), so that a networked transport can carry them (docs/architecture.md).
 """
 
+import io
+import json
+import struct
 from dataclasses import dataclass, fields
 
 import numpy as np
 
-from crypto import EncryptedVector
+from crypto import EncryptedVector, vector_from_arrays, vector_to_arrays
 
 
 @dataclass(frozen=True)
@@ -34,8 +40,10 @@ class DualRefresh:
 
 @dataclass(frozen=True)
 class RoundStart:
-    """Server -> client: the dual sync, and which of its samples may be drawn this round."""
+    """Server -> client: the round number, the dual sync, and which of its samples may be
+    drawn this round."""
 
+    round: int
     sync: DualSync
     eligible: np.ndarray
 
@@ -43,10 +51,12 @@ class RoundStart:
 @dataclass(frozen=True)
 class PrimalContribution:
     """Client -> server: the change of v_k = (X^k)^T alpha / (lam N) over J_k since its
-    last report (the entries the dual sync changed), and the samples drawn."""
+    last report (the entries the dual sync changed), the samples drawn, and the refresh
+    its dual sync asked for (if any)."""
 
     change: np.ndarray
     drawn: np.ndarray
+    refresh: DualRefresh | None = None
 
 
 @dataclass(frozen=True)
@@ -68,9 +78,11 @@ class WeightsAndRequest:
 
 @dataclass(frozen=True)
 class InnerProductParts:
-    """Client -> server: Enc(x_i^k . w) for the requested samples."""
+    """Client -> server: Enc(x_i^k . w) for the requested samples (and the refresh of a
+    dual sync that came with the request)."""
 
     parts: EncryptedVector
+    refresh: DualRefresh | None = None
 
 
 @dataclass(frozen=True)
@@ -85,23 +97,30 @@ class Margins:
 
 @dataclass(frozen=True)
 class DualUpdate:
-    """Client -> server: Enc(dalpha_i / |C_i|) for the samples it changed (positions)."""
+    """Client -> server: Enc(dalpha_i / |C_i|) for the samples it drew (positions), the
+    seconds its LocalDualMethod took (the time model's compute), and the refresh of a
+    dual sync that came with the margins."""
 
     positions: np.ndarray
     dalpha: EncryptedVector
+    compute_seconds: float = 0.0
+    refresh: DualRefresh | None = None
 
 
 @dataclass(frozen=True)
 class TentativeStep:
     """Server -> client: Enc(aggregated dalpha_i) for its touched samples (positions), the
-    number of present holders of each (its share weight in the line-search sums), and who
-    takes part in this round's secure sum (labelled ``tag``)."""
+    number of present holders of each (its share weight in the line-search sums), who
+    takes part in this round's secure sum (labelled ``tag``), and whether to announce the
+    draws of round ``round + 1`` with the reply (``predraw``: full participation)."""
 
     positions: np.ndarray
     delta: EncryptedVector
     present_holders: np.ndarray
     participants: np.ndarray
     tag: str
+    round: int = 0
+    predraw: bool = False
 
 
 @dataclass(frozen=True)
@@ -148,3 +167,125 @@ def message_nbytes(message, evaluator):
         elif value is not None:
             total += 8
     return total
+
+
+# --- bytes on the wire ------------------------------------------------------------------
+
+MESSAGE_TYPES = {cls.__name__: cls for cls in (
+    DualSync, DualRefresh, RoundStart, PrimalContribution, EvalContribution,
+    WeightsAndRequest, InnerProductParts, Margins, DualUpdate, TentativeStep, PrimalUpdate,
+    EvalRequest, EvalShares)}
+_MAGIC = b"HYFDCA-MSG1"
+
+
+def encode_message(message):
+    """The message as bytes: a JSON header (type, scalar fields, array layouts) followed
+    by the raw bytes of every array, ciphertext payloads included. No pickle."""
+    blobs = []
+    header = _describe(message, blobs)
+    head = json.dumps(header, separators=(",", ":")).encode()
+    out = io.BytesIO()
+    out.write(_MAGIC + struct.pack("<Q", len(head)) + head)
+    for blob in blobs:
+        out.write(blob.tobytes())
+    return out.getvalue()
+
+
+def decode_message(data):
+    """The message that :func:`encode_message` turned into ``data``."""
+    data = memoryview(data)
+    if bytes(data[:len(_MAGIC)]) != _MAGIC:
+        raise ValueError("not an encoded HyFDCA message (bad magic bytes)")
+    start = len(_MAGIC) + 8
+    (size,) = struct.unpack("<Q", data[len(_MAGIC):start])
+    header = json.loads(bytes(data[start:start + size]))
+    return _rebuild(header, data, start + size)
+
+
+def _array_spec(array, blobs):
+    """Layout of one array (little-endian, C order), its bytes appended to ``blobs``."""
+    array = np.asarray(array)
+    if array.dtype == object:
+        raise TypeError("cannot encode an object array")
+    little = np.ascontiguousarray(array, dtype=array.dtype.newbyteorder("<"))
+    blobs.append(little)
+    return {"dtype": little.dtype.str, "shape": list(little.shape), "blob": len(blobs) - 1}
+
+
+def _describe(message, blobs):
+    if type(message).__name__ not in MESSAGE_TYPES:
+        raise TypeError(f"not a HyFDCA message: {type(message).__name__}")
+    spec = {"type": type(message).__name__, "fields": {}}
+    for f in fields(message):
+        value = getattr(message, f.name)
+        if value is None:
+            entry = {"kind": "none"}
+        elif isinstance(value, EncryptedVector):
+            meta, arrays = vector_to_arrays(value)
+            entry = {"kind": "encrypted", "meta": meta,
+                     "arrays": {k: _array_spec(a, blobs) for k, a in arrays.items()}}
+        elif isinstance(value, np.ndarray):
+            entry = {"kind": "array", **_array_spec(value, blobs)}
+        elif hasattr(value, "__dataclass_fields__"):
+            entry = {"kind": "message", "value": _describe(value, blobs)}
+        elif isinstance(value, (bool, int, float, str, np.floating, np.integer, np.bool_)):
+            entry = {"kind": "scalar", "value": value.item() if hasattr(value, "item")
+                     else value}
+        else:
+            raise TypeError(f"cannot encode field {f.name} of type {type(value).__name__}")
+        spec["fields"][f.name] = entry
+    return spec
+
+
+def _rebuild(header, data, base):
+    offsets = [base]
+    blobs = {}
+
+    def blob_sizes(spec):  # blobs are written in the order _describe appended them
+        for entry in spec["fields"].values():
+            if entry["kind"] == "array":
+                blobs[entry["blob"]] = entry
+            elif entry["kind"] == "encrypted":
+                for a in entry["arrays"].values():
+                    blobs[a["blob"]] = a
+            elif entry["kind"] == "message":
+                blob_sizes(entry["value"])
+
+    blob_sizes(header)
+    arrays = {}
+    for index in sorted(blobs):
+        spec = blobs[index]
+        dtype = np.dtype(spec["dtype"])
+        count = int(np.prod(spec["shape"], dtype=np.int64))
+        end = offsets[-1] + count * dtype.itemsize
+        if end > len(data):
+            raise ValueError("truncated HyFDCA message")
+        arrays[index] = np.frombuffer(data[offsets[-1]:end], dtype=dtype).reshape(
+            spec["shape"]).copy()
+        offsets.append(end)
+    if offsets[-1] != len(data):
+        raise ValueError(f"HyFDCA message has {len(data) - offsets[-1]} trailing bytes")
+    return _build(header, arrays)
+
+
+def _build(spec, arrays):
+    cls = MESSAGE_TYPES.get(spec["type"])
+    if cls is None:
+        raise ValueError(f"unknown HyFDCA message type {spec['type']!r}")
+    values = {}
+    for name, entry in spec["fields"].items():
+        kind = entry["kind"]
+        if kind == "none":
+            values[name] = None
+        elif kind == "scalar":
+            values[name] = entry["value"]
+        elif kind == "array":
+            values[name] = arrays[entry["blob"]]
+        elif kind == "encrypted":
+            values[name] = vector_from_arrays(
+                entry["meta"], {k: arrays[a["blob"]] for k, a in entry["arrays"].items()})
+        elif kind == "message":
+            values[name] = _build(entry["value"], arrays)
+        else:
+            raise ValueError(f"unknown field kind {kind!r}")
+    return cls(**values)

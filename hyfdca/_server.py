@@ -1,6 +1,6 @@
 """The HyFDCA server: plaintext w; alpha only encrypted.
 
-State (design section 2): w = sum_k v_k, kept as the sum of the changes of v_k the clients
+State (docs/algorithm.md section 2): w = sum_k v_k, kept as the sum of the changes of v_k the clients
 report (so stale contributions of absent clients stay in it); Enc(alpha) at
 scale 2^(f + step bits); each client's stored Enc(x_i^k . w) parts (stale for absent
 ones); which alpha entries changed since each client last synced. It holds an Evaluator,
@@ -10,7 +10,7 @@ never a private key, and no data or labels.
 import numpy as np
 
 from hyfdca import _messages as msg
-from hyfdca.aggregate import grid_line_search_step, line_search_step, quantize_step
+from hyfdca._round import choose_step, is_full_step, step_bits
 
 
 class Server:
@@ -22,7 +22,8 @@ class Server:
         self.feature_ids = [b.feature_ids for b in dataset.blocks]
         self.holder_counts = dataset.holder_counts
         self.frac_bits = frac_bits
-        self.alpha_scale = frac_bits + settings.step_bits
+        self.step_bits = step_bits(settings)
+        self.alpha_scale = frac_bits + self.step_bits
         self.w = np.zeros(self.n_features)
         self.client_step = np.ones(len(self.sample_ids))  # g of each client's last round
         self.enc_alpha = evaluator.zeros(self.n_samples, self.alpha_scale)
@@ -47,18 +48,22 @@ class Server:
         return msg.DualSync(positions, self.evaluator.take(self.enc_alpha, I[positions]),
                             float(self.client_step[k]))
 
-    def receive_refresh(self, k, refresh):
-        """Store a client's fresh Enc(alpha_i) in place of the ciphertexts it just synced
-        (same phase: alpha has not changed since)."""
-        self.evaluator.put(self.enc_alpha, self.sample_ids[k][refresh.positions], refresh.alpha)
+    def _receive_refresh(self, k, reply):
+        """Store the fresh Enc(alpha_i) a reply carries (if its backend asked for them) in
+        place of the ciphertexts the client just synced (same phase: alpha has not
+        changed since)."""
+        if reply.refresh is not None:
+            self.evaluator.put(self.enc_alpha, self.sample_ids[k][reply.refresh.positions],
+                               reply.refresh.alpha)
 
-    def round_start(self, k, eligible):
-        return msg.RoundStart(self.dual_sync(k), eligible)
+    def round_start(self, k, eligible, round_):
+        return msg.RoundStart(round_, self.dual_sync(k), eligible)
 
     def receive_primal(self, k, reply):
         """w += the change of v_k (client after client, in the order of the replies)."""
         self.w[self.feature_ids[k]] += reply.change
         self.drawn[k] = reply.drawn
+        self._receive_refresh(k, reply)
 
     def aggregate_primal(self, v):
         """sum_k v_k scattered onto the global features (the certificate's w)."""
@@ -88,6 +93,7 @@ class Server:
 
     def receive_parts(self, k, reply):
         self.evaluator.put(self.parts[k], self.requests[k][0], reply.parts)
+        self._receive_refresh(k, reply)
 
     def sum_parts(self):
         """Enc(x_i . w) for the union: each holder's latest part (stale if absent)."""
@@ -119,13 +125,15 @@ class Server:
         ids = self.sample_ids[k][reply.positions]
         self.evaluator.add_at(self.enc_delta, ids, reply.dalpha)
         self.touched[ids] = True
+        self._receive_refresh(k, reply)
 
-    def delta_message(self, k, participants, tag):
+    def delta_message(self, k, participants, tag, round_, predraw):
         """Enc(aggregated dalpha_i) for client k's touched samples (the tentative step)."""
         I = self.sample_ids[k]
         positions = np.flatnonzero(self.touched[I])
         return msg.TentativeStep(positions, self.evaluator.take(self.enc_delta, I[positions]),
-                                 self.present_holders[I[positions]], participants, tag)
+                                 self.present_holders[I[positions]], participants, tag,
+                                 round_, predraw)
 
     def finish_round(self, updates, revealed_shares, next_draws):
         """Add the synced changes of v_k to w; choose the step g for dw = sum_k of the
@@ -137,19 +145,13 @@ class Server:
             if update.synced is not None:
                 self.w[self.feature_ids[k]] += update.synced
             dw[self.feature_ids[k]] += update.tentative
-        g = 1.0
-        if s.line_search and s.loss == "logistic":
-            g = grid_line_search_step(revealed_shares, self.w, dw, s.lam)
-        elif s.line_search:
-            g = line_search_step(revealed_shares, self.w, dw, s.lam,
-                                 s.curvature_of_conjugate)
-        m, g = quantize_step(g, s.step_bits)
+        m, g = choose_step(s, revealed_shares, self.w, dw)
         ids = np.flatnonzero(self.touched)
         if ids.size:
             if m != 0:
                 step = self.evaluator.take(self.enc_delta, ids)
-                if s.step_bits:
-                    step = self.evaluator.multiply(step, m, s.step_bits)
+                if self.step_bits:
+                    step = self.evaluator.multiply(step, m, self.step_bits)
                 self.evaluator.add_at(self.enc_alpha, ids, step)
             # the participants hold alpha + dalpha on these entries: unless g = 1 they
             # must be synced again, so the entries count as changed
@@ -157,7 +159,7 @@ class Server:
             self.changed_at[ids] = self.version
         for k in updates:
             self.client_step[k] = g
-            if m == 1 << s.step_bits:
+            if is_full_step(m, s):
                 self.synced_at[k] = self.version  # the client already holds alpha + dalpha
             if next_draws is not None:
                 self.drawn[k] = next_draws[k]

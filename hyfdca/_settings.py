@@ -4,9 +4,8 @@ from dataclasses import dataclass, fields, replace
 
 import numpy as np
 
+from feddata import PARTICIPATION_KINDS as PARTICIPATION
 from solvers import LOSS_CODES, loss_code
-
-PARTICIPATION = ("full", "fraction", "cyclic")
 
 VARIANTS = {
     # The paper's published method: sigma = 1, rho = 1, no line search, independent draws
@@ -38,7 +37,6 @@ VARIANTS = {
                          draw="permuted", aggregation="mean", iic=0.01, min_H=10),
 }
 DEFAULT_VARIANT = "auto"
-STEP_BITS = 16  # the line-search step g is applied as m / 2^STEP_BITS
 
 
 @dataclass(frozen=True)
@@ -70,9 +68,9 @@ class HyFDCASettings:
     second_inner_product: bool = False
     # fields given explicitly to from_variant (kept when bind() re-resolves "auto")
     overridden: tuple = ()
-    # filled in by bind()
+    # filled in by bind(); read through lam_n and sigma_bound, which refuse unbound settings
     n_samples: int = 0
-    sigma_value: float = 1.0
+    sigma_value: float | None = None
 
     @classmethod
     def from_variant(cls, variant=DEFAULT_VARIANT, **overrides):
@@ -151,17 +149,26 @@ class HyFDCASettings:
                 and all(getattr(self, k) == v for k, v in preset.items()
                         if k not in self.overridden and not (k == "iic" and self.H)))
 
+    def _require_bound(self, what):
+        if not self.n_samples:
+            raise RuntimeError(f"HyFDCASettings.{what} depends on the data: use "
+                               f"settings.bind(dataset) first")
+
     @property
     def lam_n(self):
+        """lam N (bound settings only)."""
+        self._require_bound("lam_n")
         return self.lam * self.n_samples
+
+    @property
+    def sigma_bound(self):
+        """sigma as a number, 'safe' resolved on the data (bound settings only)."""
+        self._require_bound("sigma_bound")
+        return self.sigma_value
 
     @property
     def loss_code(self):
         return LOSS_CODES[self.loss]
-
-    @property
-    def step_bits(self):
-        return STEP_BITS if self.line_search else 0
 
     @property
     def curvature_of_conjugate(self):

@@ -5,7 +5,7 @@ import sys
 
 import numpy as np
 
-from hyfdca import datasets
+from feddata import datasets
 
 
 def cmd_datasets(args):
@@ -32,7 +32,7 @@ def _prepare(args):
     import scipy.sparse as sp
     from sklearn.model_selection import train_test_split
 
-    from hyfdca.partition import partition_from_spec
+    from feddata.partition import partition_from_spec
 
     ds = datasets.load_dataset(args.dataset)
     y, positive = ds.y, None
@@ -55,7 +55,7 @@ def _train_and_report(args):
     from pathlib import Path
 
     from hyfdca._plots import plot_history
-    from hyfdca._protocol import run_hyfdca
+    from hyfdca._run import run_hyfdca
     from hyfdca._settings import HyFDCASettings
     from solvers import reference_optimum, sdca
 
@@ -213,7 +213,7 @@ def cmd_experiment(args):
 def _add_run_options(p, *, dataset, partition, participation, fraction, lam, rounds):
     from crypto import BACKENDS
     from hyfdca._settings import DEFAULT_VARIANT
-    from hyfdca.partition import SPEC_HELP as PARTITION_HELP
+    from feddata.partition import SPEC_HELP as PARTITION_HELP
     p.add_argument("--dataset", default=dataset, choices=datasets.dataset_names())
     p.add_argument("--partition", default=partition, help=PARTITION_HELP)
     p.add_argument("--participation", default=participation,

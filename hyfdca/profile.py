@@ -108,7 +108,7 @@ class _CryptoTimer:
         self.server_seconds = 0.0
         key_holders = {id(c.keys): c.keys for c in run.clients}.values()
         targets = [(keys, ("encrypt", "decrypt")) for keys in key_holders]
-        targets.append((run.channel.evaluator, ("add", "multiply", "add_at")))
+        targets.append((run.transport.evaluator, ("add", "multiply", "add_at")))
         for obj, names in targets:
             for op in names:
                 setattr(obj, op, self._timed(getattr(obj, op)))

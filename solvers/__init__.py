@@ -1,35 +1,71 @@
 """Numerics: convex losses, coordinate steps and centralized solvers.
 
-This package never imports ``hyfdca``, ``crypto`` or ``baselines``.
+The bottom layer: this package imports no other package of the project
+(docs/architecture.md). Besides the solvers it exports the building blocks that other
+packages' Numba kernels call (loss codes, coordinate steps, objective sums, the
+counter-based random streams); the SDCA kernels themselves are :mod:`solvers.kernels`.
 """
 
 from solvers._losses import (
     CLASSIFICATION_LOSSES,
+    HINGE,
+    LOGISTIC,
     LOSS_CODES,
+    SMOOTHED_HINGE,
+    SQUARED,
+    SQUARED_HINGE,
     coordinate_step,
     loss_code,
+    loss_derivative,
     loss_value,
     neg_conjugate,
+    weighted_objective_sums,
 )
+from solvers._random import GAMMA, MUL1, MUL2, mix64, splitmix64
 from solvers._reference import REFERENCE_LOSSES, reference_optimum, ridge_closed_form
-from solvers._sdca import SDCAResult, encode_targets, objectives, primal_objective, sdca
-from solvers._validation import as_csr, check_finite
+from solvers._sdca import (
+    SDCAResult,
+    ShrinkingHinge,
+    encode_targets,
+    epoch_order,
+    objectives,
+    primal_objective,
+    sdca,
+    shrinking_seeds,
+)
+from solvers._validation import as_csr, check_finite, check_labels
 
 __all__ = [
     "CLASSIFICATION_LOSSES",
+    "GAMMA",
+    "HINGE",
+    "LOGISTIC",
     "LOSS_CODES",
+    "MUL1",
+    "MUL2",
     "REFERENCE_LOSSES",
     "SDCAResult",
+    "SMOOTHED_HINGE",
+    "SQUARED",
+    "SQUARED_HINGE",
+    "ShrinkingHinge",
     "as_csr",
     "check_finite",
+    "check_labels",
     "coordinate_step",
     "encode_targets",
+    "epoch_order",
     "loss_code",
+    "loss_derivative",
     "loss_value",
+    "mix64",
     "neg_conjugate",
     "objectives",
     "primal_objective",
     "reference_optimum",
     "ridge_closed_form",
     "sdca",
+    "shrinking_seeds",
+    "splitmix64",
+    "weighted_objective_sums",
 ]

@@ -17,7 +17,7 @@ import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
 from solvers._losses import CLASSIFICATION_LOSSES, loss_code
-from solvers._sdca_kernels import (
+from solvers.kernels import (
     column_counts,
     hinge_pass_binary,
     hinge_shrinking_epochs,
@@ -111,7 +111,7 @@ class ShrinkingHinge:
     in place and :meth:`sync` writes the current w into ``w`` (w = X^T alpha / (lam N)).
     Each epoch shuffles the active samples with a SplitMix64 generator seeded by ``seed``
     (same seed, same bits) and visits them; see
-    :func:`solvers._sdca_kernels.hinge_shrinking_epochs`. ``eps`` is the spread of projected
+    :func:`solvers.kernels.hinge_shrinking_epochs`. ``eps`` is the spread of projected
     gradients at which the active set is reset to all samples; :meth:`tighten` divides it by
     10 once a pass over all samples is within it.
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from hyfdca._history import History
+from feddata.history import History
 from hyfdca.experiments._methods import applicable, run_method
 from hyfdca.experiments._metrics import evaluated
 from hyfdca.experiments._search import tune

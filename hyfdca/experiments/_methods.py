@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from baselines import D3CA, BlockSplittingADMM, FedAvg, HyFEMLinear, run_baseline
-from hyfdca._protocol import run_hyfdca
+from hyfdca._run import run_hyfdca
 from hyfdca._settings import HyFDCASettings
 
 

@@ -12,12 +12,12 @@ from pathlib import Path
 
 import numpy as np
 
-from hyfdca import datasets
+from feddata import datasets
 from hyfdca.experiments._compare import compare
 from hyfdca.experiments._methods import METHODS, Problem
 from hyfdca.experiments._report import (plot_grid, plot_time_breakdown, summary_rows,
                                         tuning_table, verdict_table)
-from hyfdca.partition import partition_from_spec
+from feddata.partition import partition_from_spec
 
 FRACTIONS = (0.1, 0.5, 0.9)
 QUICK = dict(datasets={"breast_cancer": ("2x2", "3x3")}, fractions=(0.5, 0.9), lam=1e-2,

@@ -11,7 +11,7 @@ import baselines.admm as admm
 from baselines._admm_kernels import loss_prox, prox_losses
 from baselines._base import run_baseline
 from baselines.admm import BlockSplittingADMM, GraphProjector
-from hyfdca import partition as P
+from feddata import partition as P
 from solvers import LOSS_CODES, loss_code, loss_value, reference_optimum
 
 LAM = 0.1

@@ -7,9 +7,9 @@ import pytest
 
 from baselines._base import run_baseline
 from baselines.d3ca import D3CA
-from hyfdca import partition as P
+from feddata import partition as P
 from solvers import as_csr, encode_targets, loss_code, reference_optimum
-from solvers._sdca_kernels import row_sq_norms, sdca_pass
+from solvers.kernels import row_sq_norms, sdca_pass
 
 LAM = 0.1
 

@@ -7,7 +7,7 @@ import pytest
 from baselines._base import run_baseline
 from baselines._local_sgd import local_sgd
 from baselines.fedavg import FedAvg, HyFEMLinear
-from hyfdca import partition as P
+from feddata import partition as P
 from solvers import LOSS_CODES, as_csr, loss_code
 from solvers._losses import loss_derivative
 

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 from crypto import EncryptedVector
-from hyfdca import partition as P
-from hyfdca._protocol import run_hyfdca
-from hyfdca._settings import HyFDCASettings
+from feddata import partition as P
+from hyfdca import run_hyfdca
+from hyfdca import HyFDCASettings
 from hyfdca.attacks import (dual_attack, margin_attack, read_as_plaintext,
                             reconstruction_quality)
 
@@ -26,7 +26,7 @@ def _transcript(cancer, crypto):
     options = dict(n_length=512, insecure=True) if "paillier" in crypto else {}
     run, _ = run_hyfdca(fed, settings, max_rounds=30, eval_every=1, crypto=crypto,
                         crypto_options=options, record=True, seed=4)
-    return fed, run.channel.transcript
+    return fed, run.transport.transcript
 
 
 DECOYS = 12
@@ -139,7 +139,7 @@ def test_the_attacks_say_when_the_transcript_is_too_short(cancer):
     settings = HyFDCASettings.from_variant("paper", loss="squared", lam=LAM, H=3)
     run, _ = run_hyfdca(fed, settings, max_rounds=2, eval_every=10, record=True)
     with pytest.raises(ValueError, match="needs at least"):
-        dual_attack(run.channel.transcript, 0, 12, LAM * N)
+        dual_attack(run.transport.transcript, 0, 12, LAM * N)
     run, _ = run_hyfdca(fed, settings, max_rounds=2, eval_every=10)  # not recorded
     with pytest.raises(ValueError, match="no inner-product exchange"):
-        margin_attack(run.channel.transcript, 0, 12)
+        margin_attack(run.transport.transcript, 0, 12)

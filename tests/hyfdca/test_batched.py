@@ -11,12 +11,14 @@ from numba import njit
 
 import _cuda_on_cpu
 
-from hyfdca import partition as P
-from hyfdca._batched import BatchedHyFDCA
-from hyfdca._batched_kernels import _sort_small, pairwise_sum
+from feddata import partition as P
+from hyfdca import BatchedHyFDCA
+from hyfdca._batched_kernels import _sort_small
+from hyfdca._pairwise_sum import pairwise_sum
 from hyfdca._draws import _below, draw_into, draw_positions, round_key, stream_key
-from hyfdca._protocol import CRYPTO_FIELDS, HyFDCARun, run_hyfdca
-from hyfdca._settings import HyFDCASettings
+from hyfdca import HyFDCARun, run_hyfdca
+from hyfdca._protocol import CRYPTO_FIELDS
+from hyfdca import HyFDCASettings
 
 LAM = 0.05
 

@@ -9,7 +9,7 @@ from sklearn.svm import LinearSVC
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from hyfdca import HyFDCAClassifier, HyFDCARegressor
-from hyfdca import partition as P
+from feddata import partition as P
 from solvers import primal_objective, ridge_closed_form
 
 

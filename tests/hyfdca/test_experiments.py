@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from hyfdca import experiments as E
-from hyfdca._history import History
+from feddata.history import History
 from hyfdca.cli import main
 from hyfdca.experiments._compare import truncate_by_time
 from hyfdca.experiments._methods import charge_encryption

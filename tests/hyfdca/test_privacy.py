@@ -8,9 +8,9 @@ import pytest
 
 from crypto import EncryptedVector, KeyHolder, SecureSum
 from crypto._mask import MaskPayload
-from hyfdca import partition as P
-from hyfdca._protocol import run_hyfdca
-from hyfdca._settings import HyFDCASettings
+from feddata import partition as P
+from hyfdca import run_hyfdca
+from hyfdca import HyFDCASettings
 
 LAM = 0.05
 ENCRYPTED = ["paillier", "fast-paillier", "mask"]
@@ -65,7 +65,7 @@ def _plaintext_leaks(run, secrets):
                           .any(axis=1)):
                     leaks.append((phase, type(message).__name__, f.name))
 
-    for phase, _, message in run.channel.server_inbox:
+    for phase, _, message in run.transport.server_inbox:
         visit(phase, message)
     return leaks
 
@@ -83,7 +83,7 @@ def _payload_numbers(payload):
 @pytest.mark.parametrize("crypto", ENCRYPTED)
 def test_server_receives_no_plaintext_duals_or_inner_products(cancer, monkeypatch, crypto):
     run, secrets = _run(cancer, crypto, monkeypatch)
-    assert len(run.channel.server_inbox) > 0 and secrets.size > 100
+    assert len(run.transport.server_inbox) > 0 and secrets.size > 100
     assert _plaintext_leaks(run, secrets) == []
 
 
@@ -200,6 +200,7 @@ def test_mask_recipes_stay_short_in_long_runs(cancer):
                             crypto_options=options, seed=3, record=crypto == "mask")
         w[crypto] = run.server.w
     atoms = np.diff(run.server.enc_alpha.payload.indptr)
-    refreshes = [m for _, _, m in run.channel.server_inbox if type(m).__name__ == "DualRefresh"]
+    refreshes = [m.refresh for _, _, m in run.transport.server_inbox
+                 if getattr(m, "refresh", None) is not None]
     assert len(refreshes) > 0 and atoms.max() <= 4 + 2 * 3
     np.testing.assert_allclose(w["mask"], w["plain"], atol=2.0**-30)

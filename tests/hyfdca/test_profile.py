@@ -5,10 +5,10 @@ import json
 import numpy as np
 import pytest
 
-from hyfdca import partition as P
+from feddata import partition as P
 from hyfdca import profile
-from hyfdca._protocol import HyFDCARun
-from hyfdca._settings import HyFDCASettings
+from hyfdca import HyFDCARun
+from hyfdca import HyFDCASettings
 from hyfdca.cli import main
 
 INSECURE = dict(n_length=512, insecure=True)

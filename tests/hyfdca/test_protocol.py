@@ -6,12 +6,12 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from hyfdca import partition as P
+from feddata import partition as P
 from hyfdca._draws import draw_positions
-from hyfdca._protocol import run_hyfdca
-from hyfdca._settings import HyFDCASettings
+from hyfdca import run_hyfdca
+from hyfdca import HyFDCASettings
 from solvers import as_csr, encode_targets, loss_code, reference_optimum
-from solvers._sdca_kernels import sdca_pass
+from solvers.kernels import sdca_pass
 
 LAM = 0.05
 
@@ -231,17 +231,17 @@ def test_settings_built_directly_are_never_re_resolved(small):
 
 def test_line_search_sums_are_exact_with_absent_holders(small, monkeypatch):
     """S1 = (1/N) sum_i y_i dalpha_i etc. must hold with only some holders present."""
-    import hyfdca._server as server_module
+    import hyfdca._round as round_module
 
     X, y = small
     seen = []
-    original = server_module.line_search_step
+    original = round_module.line_search_step
 
     def spy(shares, w, dw, lam, gamma):
         seen.append(np.array(shares))
         return original(shares, w, dw, lam, gamma)
 
-    monkeypatch.setattr(server_module, "line_search_step", spy)
+    monkeypatch.setattr(round_module, "line_search_step", spy)
     settings = HyFDCASettings.from_variant("line-search", lam=LAM, H=30,
                                            participation="fraction", fraction=0.5)
     alphas, deltas = [np.zeros(len(y))], []
@@ -290,7 +290,7 @@ def test_every_drawn_sample_is_reported_zeros_included(cancer):
     run, _ = run_hyfdca(P.hybrid_grid(X, y, 2, 2), settings, max_rounds=20, eval_every=50,
                         record=True)
     drawn, zeros = {}, 0
-    for phase, k, message in run.channel.server_inbox:
+    for phase, k, message in run.transport.server_inbox:
         if type(message).__name__ == "PrimalContribution" and phase.startswith("dual"):
             drawn[k] = np.unique(message.drawn)
         if type(message).__name__ == "DualUpdate":

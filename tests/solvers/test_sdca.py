@@ -10,7 +10,7 @@ from sklearn.exceptions import ConvergenceWarning
 from solvers import as_csr, coordinate_step, encode_targets, loss_code, objectives
 from solvers import reference_optimum, sdca
 from solvers._sdca import ShrinkingHinge, epoch_order, frequency_order, shrinking_seeds
-from solvers._sdca_kernels import (
+from solvers.kernels import (
     hinge_pass_binary,
     hinge_shrinking_epochs,
     hinge_steps,

@@ -5,8 +5,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hyfdca.aggregate import LINE_SEARCH_GRID, grid_line_search_step, line_search_step
-from hyfdca.aggregate import quantize_step
+from hyfdca._round import LINE_SEARCH_GRID, grid_line_search_step, line_search_step
+from hyfdca._round import quantize_step
 from solvers import loss_code, neg_conjugate
 
 GAMMA = {"hinge": 0.0, "smoothed_hinge": 0.7, "squared_hinge": 0.5, "squared": 1.0}

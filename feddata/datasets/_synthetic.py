@@ -6,7 +6,7 @@ Each generator is a pure function of its arguments: the same seed gives the same
 import numpy as np
 import scipy.sparse as sp
 
-from hyfdca.datasets._base import make_dataset
+from feddata.datasets._base import make_dataset
 
 NEWS20_SHAPE = (19_996, 1_355_191)
 NEWS20_DENSITY = 9_097_916 / (19_996 * 1_355_191)  # about 0.034% non-zero

@@ -3,12 +3,12 @@
 from dataclasses import dataclass
 from typing import Callable
 
-from hyfdca.datasets import _synthetic
-from hyfdca.datasets._base import find_data_file
-from hyfdca.datasets._bundled import load_breast_cancer, load_digits
-from hyfdca.datasets._idx import FASHION_MNIST_DIR, load_fashion_mnist
-from hyfdca.datasets._libsvm import LIBSVM_FILES, load_libsvm_named
-from hyfdca.datasets._text import load_sms_spam
+from feddata.datasets import _synthetic
+from feddata.datasets._base import find_data_file
+from feddata.datasets._bundled import load_breast_cancer, load_digits
+from feddata.datasets._idx import FASHION_MNIST_DIR, load_fashion_mnist
+from feddata.datasets._libsvm import LIBSVM_FILES, load_libsvm_named
+from feddata.datasets._text import load_sms_spam
 
 
 @dataclass(frozen=True)

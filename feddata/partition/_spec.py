@@ -2,7 +2,7 @@
 
 import re
 
-from hyfdca.partition._builders import dealt_features, hybrid_grid, mnist_quadrants
+from feddata.partition._builders import dealt_features, hybrid_grid, mnist_quadrants
 
 _GRID = re.compile(r"^(\d+)x(\d+)$")
 SPEC_HELP = ("'PxQ' (P sample groups x Q feature groups), 'horizontal:K', 'vertical:K', "

@@ -6,8 +6,8 @@ import scipy.sparse as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hyfdca import partition as P
-from hyfdca.partition import ClientBlock, FederatedDataset, make_block
+from feddata import partition as P
+from feddata import ClientBlock, FederatedDataset, make_block
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
-from hyfdca.datasets._base import make_dataset
+from feddata.datasets._base import make_dataset
 
 FASHION_MNIST_DIR = Path("/usr/share/datasets/fashion-mnist")
 _IDX_DTYPES = {0x08: np.uint8, 0x09: np.int8, 0x0B: ">i2", 0x0C: ">i4", 0x0D: ">f4",

@@ -6,7 +6,7 @@ import numpy as np
 
 from sklearn.feature_extraction.text import TfidfVectorizer
 
-from hyfdca.datasets._base import find_data_file, make_dataset
+from feddata.datasets._base import find_data_file, make_dataset
 
 SMS_LABELS = ("ham", "spam")
 

@@ -5,8 +5,8 @@ from pathlib import Path
 import numpy as np
 from sklearn.datasets import load_svmlight_file
 
-from hyfdca.datasets._base import find_data_file, make_dataset
-from hyfdca.datasets._idx import open_maybe_compressed
+from feddata.datasets._base import find_data_file, make_dataset
+from feddata.datasets._idx import open_maybe_compressed
 
 
 def _first_bad_line(path, n_features):

@@ -4,13 +4,13 @@ Every loader returns a :class:`Dataset` with X as CSR float64 (int32 indices) or
 natural, dense float64; binary labels mapped to +-1 with the mapping kept.
 """
 
-from hyfdca.datasets._base import Dataset, data_search_path, make_dataset, normalize_rows
-from hyfdca.datasets._bundled import load_breast_cancer, load_digits
-from hyfdca.datasets._catalog import CATALOG, dataset_names, load_dataset, locate_dataset
-from hyfdca.datasets._idx import load_fashion_mnist, load_idx_images, read_idx
-from hyfdca.datasets._libsvm import load_a9a, load_libsvm, load_libsvm_named
-from hyfdca.datasets._synthetic import make_covtype_like, make_mnist_like, make_news20_like
-from hyfdca.datasets._text import load_sms_spam
+from feddata.datasets._base import Dataset, data_search_path, make_dataset, normalize_rows
+from feddata.datasets._bundled import load_breast_cancer, load_digits
+from feddata.datasets._catalog import CATALOG, dataset_names, load_dataset, locate_dataset
+from feddata.datasets._idx import load_fashion_mnist, load_idx_images, read_idx
+from feddata.datasets._libsvm import load_a9a, load_libsvm, load_libsvm_named
+from feddata.datasets._synthetic import make_covtype_like, make_mnist_like, make_news20_like
+from feddata.datasets._text import load_sms_spam
 
 __all__ = [
     "CATALOG",

@@ -3,7 +3,7 @@
 import sklearn.datasets as skd
 from sklearn.preprocessing import StandardScaler
 
-from hyfdca.datasets._base import make_dataset
+from feddata.datasets._base import make_dataset
 
 
 def load_breast_cancer(*, standardize=True, normalize=False):

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from hyfdca import datasets as D
+from feddata import datasets as D
 
 
 def _check_csr(X):

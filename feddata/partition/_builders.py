@@ -8,9 +8,9 @@ gives back X exactly.
 import numpy as np
 import scipy.sparse as sp
 
-from hyfdca.partition._federated import FederatedDataset, _listing, make_block
+from feddata.federated import FederatedDataset, _listing, make_block
 from solvers import as_csr
-from solvers._validation import check_labels
+from solvers import check_labels
 
 
 def _prepare(X, y):

@@ -1,0 +1,253 @@
+"""The round's maths: every algorithmic decision of a HyFDCA round, made here once.
+
+Both engines call this module and decide nothing of their own: the message engine
+(``_protocol``, ``_client``, ``_server``) and the batched engine (``_batched``,
+``_batched_kernels``, whose CUDA copy ``_cupy_kernels`` repeats ``local_step``). A change
+to the algorithm is a change here; the engines only move the values (docs/algorithm.md
+sections 3 and 4, docs/architecture.md).
+
+- Which phases a round runs: :func:`plan_round`.
+- Which samples move: who shares an index stream (:func:`sampling_streams`), which
+  samples may be drawn (:func:`draws_all_samples`, :func:`eligible_samples`); the
+  draws themselves are ``hyfdca._draws``.
+- Curvature and step of the local dual method: rho_i (:func:`correction_factors`) and
+  the coordinate step at s = sigma q_i / (lam N) on the margin corrected by
+  rho_i sigma x_i^k . u (:func:`local_step`, :func:`local_dual_method`).
+- The aggregation rule and what absent clients contribute: each present holder of
+  sample i sends dalpha_i / |C_i| (:func:`aggregation_weights`), so an absent holder
+  counts as 0 in alpha_i's move; in a margin x_i . w an absent holder's last part
+  (stale) counts.
+- The line search: each holder's terms of the secure sums (:func:`line_search_terms`,
+  :func:`line_search_shares`), the server's step g (:func:`choose_step`) and its
+  fixed-point form (:func:`step_bits`, :func:`is_full_step`).
+"""
+
+from typing import NamedTuple
+
+import numpy as np
+from numba import njit
+
+from hyfdca._pairwise_sum import pairwise_sum
+from hyfdca._primal_change import add_row
+from solvers import coordinate_step
+
+STEP_BITS = 16  # a line-search step g is applied as the integer m = g 2^STEP_BITS
+
+
+# --- the phases -----------------------------------------------------------------------
+
+class RoundPlan(NamedTuple):
+    """Which phases of docs/algorithm.md section 3 a round runs."""
+
+    dual_sync_phase: bool       # A: its own round trip (else the sync rides with B or C)
+    inner_products: bool        # B: secure inner products (else margins are local)
+    second_inner_product: bool  # E: fresh stored parts for the next round
+    predraw: bool               # next round's draws come with phase D
+
+    @property
+    def round_trips(self):
+        """C and D always, A, B and E when they run."""
+        return 2 + self.dual_sync_phase + self.inner_products + self.second_inner_product
+
+
+def plan_round(settings, round_, local_margins):
+    """The phases of round ``round_``. Under full participation after round 0 nothing is
+    stale: the draws came with the previous round's phase D and the dual sync rides with
+    B (or C). ``local_margins``: every sample has one holder (horizontal data)."""
+    full = settings.participation == "full"
+    return RoundPlan(dual_sync_phase=not (full and round_ > 0),
+                     inner_products=not local_margins,
+                     second_inner_product=bool(settings.second_inner_product),
+                     predraw=full)
+
+
+# --- which samples move ---------------------------------------------------------------
+
+def sampling_streams(dataset, sampling, seed):
+    """Seed tuple of each client's index draws: holders of the same sample set share one
+    under ``sampling="shared"`` (they draw the same samples); otherwise each has its own."""
+    if sampling == "independent":
+        return [(seed, 2, k) for k in range(dataset.n_clients)]
+    groups = {}
+    return [(seed, 1, groups.setdefault(b.sample_ids.tobytes(), len(groups)))
+            for b in dataset.blocks]
+
+
+def draws_all_samples(aggregation):
+    """True where any sample may be drawn whoever is present (``"mean"``): the engines
+    then skip counting present holders."""
+    return aggregation == "mean"
+
+
+def eligible_samples(aggregation, present_holders, holder_counts):
+    """Which samples may be drawn this round (boolean, over all samples): all under
+    ``"mean"``; under ``"consistent"`` those whose holders are all present
+    (``present_holders[i] == |C_i|``)."""
+    if draws_all_samples(aggregation):
+        return np.ones(holder_counts.shape[0], dtype=bool)
+    return present_holders == holder_counts
+
+
+# --- curvature and step of the local dual method --------------------------------------
+
+def correction_factors(rule, sq_norms, partial_sq_norms):
+    """rho_i of a client's samples: 1 (``"one"``, the paper) or q_i / ||x_i^k||^2
+    (``"norm"``: a client sees only its features' share of a margin change; 1 on empty
+    rows)."""
+    q = np.asarray(sq_norms, dtype=np.float64)
+    if rule == "norm":
+        return np.divide(q, partial_sq_norms, out=np.ones_like(q),
+                         where=partial_sq_norms > 0)
+    return np.ones_like(q)
+
+
+@njit(cache=True)
+def local_step(data, indices, start, end, u, z, rho_i, sigma, q_i, lam_n, code, alpha_i, y_i,
+               smoothing):
+    """One inner step of LocalDualMethod at the row x_i^k = data[start:end]:
+
+        z~    = z_i + rho_i sigma (x_i^k . u)
+        delta = coordinate step at (alpha_i, z~) with curvature s = sigma q_i / (lam N)
+        u    += delta x_i^k / (lam N)
+
+    Returns delta."""
+    corr = 0.0
+    for p in range(start, end):
+        corr += data[p] * u[indices[p]]
+    z_local = z + rho_i * sigma * corr
+    s = sigma * q_i / lam_n
+    delta = coordinate_step(code, alpha_i, z_local, y_i, s, smoothing)
+    if delta != 0.0:
+        add_row(data, indices, start, end, delta, lam_n, u)
+    return delta
+
+
+@njit(cache=True)
+def local_dual_method(data, indices, indptr, y, alpha, z, sq_norms, rho, order, code,
+                      lam_n, sigma, smoothing, n_features):
+    """LocalDualMethod (the paper's Algorithm 5) of one client: :func:`local_step` at each
+    drawn local position of ``order``, margins z from the secure inner product, u = 0 and
+    dalpha = 0 at the start. Returns (dalpha over the client's samples, u over its
+    features). One client holding everything, sigma = rho = 1, H = N: an SDCA epoch."""
+    dalpha = np.zeros(y.shape[0])
+    u = np.zeros(n_features)
+    for t in range(order.shape[0]):
+        i = order[t]
+        dalpha[i] += local_step(data, indices, indptr[i], indptr[i + 1], u, z[i], rho[i],
+                                sigma, sq_norms[i], lam_n, code, alpha[i] + dalpha[i], y[i],
+                                smoothing)
+    return dalpha, u
+
+
+# --- aggregation ----------------------------------------------------------------------
+
+def aggregation_weights(holder_counts):
+    """The weight 1/|C_i| by which each present holder scales its dalpha_i: the server's
+    sum is the mean over holders, absent holders counting as 0."""
+    return 1.0 / np.asarray(holder_counts, dtype=np.float64)
+
+
+# --- the line search ------------------------------------------------------------------
+
+@njit(cache=True, inline="always")
+def line_search_terms(y_i, alpha_i, d_i, present_i, n_samples):
+    """One present holder's terms of the secure sums S1, S2, S3 for sample i (aggregated
+    step d_i, its alpha_i before the step): (y_i d_i, alpha_i d_i, d_i^2) / (present
+    holders x N); over the present holders they add up to (1/N) (y_i d_i, alpha_i d_i,
+    d_i^2)."""
+    weight = 1.0 / np.float64(present_i * n_samples)
+    return weight * y_i * d_i, weight * alpha_i * d_i, weight * d_i * d_i
+
+
+@njit(cache=True)
+def _quadratic_shares(y, alpha, d, present, n_samples):
+    n = y.shape[0]
+    terms = np.empty((3, n))
+    for t in range(n):
+        terms[0, t], terms[1, t], terms[2, t] = line_search_terms(y[t], alpha[t], d[t],
+                                                                  present[t], n_samples)
+    return pairwise_sum(terms[0], 0, n), pairwise_sum(terms[1], 0, n), pairwise_sum(terms[2], 0, n)
+
+
+def line_search_shares(loss, y, alpha, d, present, n_samples):
+    """A client's contribution to the line-search secure sums, over its samples touched
+    by the step d: S1, S2, S3 (:func:`line_search_terms`) for the quadratic-conjugate
+    losses; for logistic the entropy gains at each grid step (:func:`_entropy_gains`)."""
+    if loss == "logistic":
+        return _entropy_gains(alpha * y, d * y, 1.0 / (present * n_samples))
+    return list(_quadratic_shares(y, alpha, d, present, n_samples))
+
+
+def _entropy(beta):
+    """Binary entropy -b log b - (1-b) log(1-b) (the logistic -l*(-alpha), beta = alpha y),
+    with beta clipped to [0, 1] against fixed-point rounding."""
+    b = np.clip(beta, 0.0, 1.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        h = -np.where(b > 0, b * np.log(b), 0.0) - np.where(b < 1, (1 - b) * np.log1p(-b), 0.0)
+    return h
+
+
+def _entropy_gains(beta, dbeta, weight):
+    """Per grid step g: sum_i weight_i [H(beta_i + g dbeta_i) - H(beta_i)]."""
+    base = _entropy(beta)
+    return [float(np.sum(weight * (_entropy(beta + g * dbeta) - base)))
+            for g in LINE_SEARCH_GRID]
+
+
+def line_search_step(shares, w, dw, lam, gamma):
+    """g* maximising D(alpha + g dalpha) over [0, 1] for losses whose dual term is
+    a y - (gamma/2) a^2 on its domain (docs/algorithm.md section 5, lesson (c)):
+
+        D(g) = -(lam/2)||w + g dw||^2 + S1 g - gamma (S2 g + S3 g^2 / 2) + const
+        g*   = clip((S1 - gamma S2 - lam w.dw) / (lam ||dw||^2 + gamma S3), 0, 1)
+
+    with the secure sums S1 = (1/N) sum y_i dalpha_i, S2 = (1/N) sum alpha_i dalpha_i,
+    S3 = (1/N) sum dalpha_i^2 (``shares``).
+    """
+    s1, s2, s3 = shares
+    curvature = lam * float(dw @ dw) + gamma * s3
+    if curvature <= 0.0:
+        return 1.0
+    return float(np.clip((s1 - gamma * s2 - lam * float(w @ dw)) / curvature, 0.0, 1.0))
+
+
+LINE_SEARCH_GRID = np.linspace(0.0, 1.0, 33)
+
+
+def grid_line_search_step(conj_gains, w, dw, lam, grid=LINE_SEARCH_GRID):
+    """g maximising D(alpha + g dalpha) over ``grid`` (any loss; used for logistic, whose
+    conjugate is not quadratic). ``conj_gains[j]`` is the secure sum
+    (1/N) sum_i [-l*(-(alpha_i + g_j dalpha_i)) + l*(-alpha_i)]; the server adds
+    -(lam/2)(||w + g_j dw||^2 - ||w||^2). D is concave in g and g = 0 is on the grid, so
+    the step never lowers the dual."""
+    grid = np.asarray(grid)
+    reg = -0.5 * lam * (2.0 * grid * float(w @ dw) + grid**2 * float(dw @ dw))
+    return float(grid[int(np.argmax(reg + np.asarray(conj_gains)))])
+
+
+def quantize_step(g, bits):
+    """(m, m / 2^bits): the step as the integer the server multiplies ciphertexts by."""
+    m = int(round(g * (1 << bits)))
+    return m, m / float(1 << bits)
+
+
+def step_bits(settings):
+    """Fractional bits of the step g: STEP_BITS with the line search, else 0 (g = 1)."""
+    return STEP_BITS if settings.line_search else 0
+
+
+def choose_step(settings, revealed, w, dw):
+    """The server's step for the round's aggregated update, as (m, g = m / 2^bits):
+    the line search on the revealed secure sums (grid search for logistic), else 1."""
+    g = 1.0
+    if settings.line_search and settings.loss == "logistic":
+        g = grid_line_search_step(revealed, w, dw, settings.lam)
+    elif settings.line_search:
+        g = line_search_step(revealed, w, dw, settings.lam, settings.curvature_of_conjugate)
+    return quantize_step(g, step_bits(settings))
+
+
+def is_full_step(m, settings):
+    """After a full step (g = 1) every participant's copy alpha + dalpha equals the
+    server's alpha: no sync is due."""
+    return m == 1 << step_bits(settings)
