@@ -232,19 +232,21 @@ def quantize_step(g, bits):
 
 
 def step_bits(settings):
-    """Fractional bits of the step g: STEP_BITS with the line search, else 0 (g = 1)."""
-    return STEP_BITS if settings.line_search else 0
+    """Fractional bits of the step g: STEP_BITS with the line search or a capped step,
+    else 0 (g = 1)."""
+    return STEP_BITS if settings.line_search or settings.step_cap < 1 else 0
 
 
 def choose_step(settings, revealed, w, dw):
     """The server's step for the round's aggregated update, as (m, g = m / 2^bits):
-    the line search on the revealed secure sums (grid search for logistic), else 1."""
+    the line search on the revealed secure sums (grid search for logistic), else 1;
+    at most ``step_cap``."""
     g = 1.0
     if settings.line_search and settings.loss == "logistic":
         g = grid_line_search_step(revealed, w, dw, settings.lam)
     elif settings.line_search:
         g = line_search_step(revealed, w, dw, settings.lam, settings.curvature_of_conjugate)
-    return quantize_step(g, step_bits(settings))
+    return quantize_step(min(g, settings.step_cap), step_bits(settings))
 
 
 def is_full_step(m, settings):

@@ -44,7 +44,9 @@ class HyFDCASettings:
     """Everything that defines a HyFDCA run except the data and the crypto keys.
 
     ``H`` (inner steps per client and round) or ``iic`` (the paper's inner-iterations
-    constant: H_k = max(min(min_H, |I_k|), round(iic * |I_k|))) must be given. ``sigma``
+    constant: H_k = max(min(min_H, |I_k|), round(iic * |I_k|))) must be given.
+    ``step_cap`` bounds the server's step g (the line search's g* is clipped to
+    [0, step_cap]; without line search g = step_cap: a damped step). ``sigma``
     is a number or "safe"; ``rho`` is "one" (the paper) or "norm"; ``aggregation`` is "mean" (alpha_i
     moves by the mean of its present holders' updates, absent ones counting as 0) or
     "consistent" (only samples whose holders are all present are drawn).
@@ -66,6 +68,7 @@ class HyFDCASettings:
     participation: str = "full"
     fraction: float = 1.0
     second_inner_product: bool = False
+    step_cap: float = 1.0
     # fields given explicitly to from_variant (kept when bind() re-resolves "auto")
     overridden: tuple = ()
     # filled in by bind(); read through lam_n and sigma_bound, which refuse unbound settings
@@ -121,6 +124,7 @@ class HyFDCASettings:
             (self.participation in PARTICIPATION,
              f"participation must be one of {PARTICIPATION}, got {self.participation!r}"),
             (0 < self.fraction <= 1, f"fraction must be in (0, 1], got {self.fraction}"),
+            (0 < self.step_cap <= 1, f"step_cap must be in (0, 1], got {self.step_cap}"),
         ]
         problems = [text for ok, text in checks if not ok]
         if problems:

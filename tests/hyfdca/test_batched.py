@@ -93,6 +93,30 @@ def test_bit_identical_to_the_message_protocol(small, name, participation, varia
     assert_same_run(partitions(*small)[name], settings, moves=moves)
 
 
+@pytest.mark.parametrize("name", ["horizontal", "hybrid", "dealt"])
+@pytest.mark.parametrize("participation, variant", [
+    ("full", "auto"), ("fraction", "auto"), ("fraction", "line-search"), ("cyclic", "paper")])
+def test_bit_identical_with_a_capped_step(small, name, participation, variant):
+    """step_cap is decided in hyfdca._round only; both engines follow it bit for bit."""
+    settings = HyFDCASettings.from_variant(variant, lam=LAM, H=30, participation=participation,
+                                           fraction=0.6, step_cap=0.375)
+    assert_same_run(partitions(*small)[name], settings)
+
+
+def test_a_capped_step_is_the_step_taken(small):
+    fed = partitions(*small)["hybrid"]
+    capped = HyFDCASettings.from_variant("paper", lam=LAM, H=30, step_cap=0.375)
+    run = BatchedHyFDCA(fed, capped, seed=1)
+    assert [run.step()["step"] for _ in range(3)] == [0.375] * 3
+    free, capped = ([r["step"] for r in run_hyfdca(fed, HyFDCASettings.from_variant(
+        "line-search", lam=LAM, H=30, step_cap=cap), max_rounds=8)[1].rounds]
+        for cap in (1.0, 0.25))
+    assert max(free) > 0.25 and max(capped) == 0.25   # the cap binds where g* is larger
+    assert capped[0] == free[0] < 0.25                # and leaves smaller steps alone
+    with pytest.raises(ValueError, match="step_cap"):
+        HyFDCASettings.from_variant("paper", step_cap=1.5)
+
+
 @pytest.mark.parametrize("name", ["horizontal", "hybrid", "dealt", "explicit-overlapping"])
 @pytest.mark.parametrize("participation", ["full", "fraction"])
 def test_bit_identical_without_global_column_ids(small, name, participation):
