@@ -146,7 +146,7 @@ def fixed_cost(fed, cycles):
     from hyfdca import BatchedHyFDCA
     from hyfdca import HyFDCASettings
     settings = HyFDCASettings.from_variant("auto", lam=LAM, participation="full", H=8)
-    run = BatchedHyFDCA(fed, settings, seed=0)
+    run = BatchedHyFDCA(fed, settings, seed=0, share_storage=True)
     groups, group_of = np.unique(run.stream_keys, return_inverse=True)  # same draws
     chosen = np.random.default_rng(0).choice(groups.size, groups.size // 8, replace=False)
     configs = {"none": 0, "all": 1, "eighth": np.where(np.isin(group_of, chosen), 8, 0)}
@@ -202,7 +202,7 @@ def worker(name, specs, rounds, fractions, threads, with_full=True, fixed_repeat
                                                    fraction=fraction)
             gc.collect()
             start = time.perf_counter()
-            run = BatchedHyFDCA(fed, settings, seed=0)
+            run = BatchedHyFDCA(fed, settings, seed=0, share_storage=True)
             build = time.perf_counter() - start
             tracked = _reset_peak()  # the run's peak: heap freed while building is trimmed
             times, updates = [], []

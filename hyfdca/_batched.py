@@ -59,11 +59,12 @@ class BatchedHyFDCA:
     backend : {"numba", "cupy"}
         Where the kernels run; "cupy" imports CuPy (a GPU) only when asked for.
     share_storage : bool
-        Hold the block data once: after copying a block's CSR values, column indices and
-        feature ids into the concatenated arrays, re-point the block's ``X.data``,
-        ``X.indices`` and ``feature_ids`` to views of them (same values; the dataset
-        stays valid), so that they are not held twice. False leaves the dataset's arrays
-        alone (about twice the memory).
+        Opt-in (False by default: the caller's dataset is never modified). Hold the block
+        data once: after copying a block's CSR values, column indices and feature ids
+        into the concatenated arrays, re-point the block's ``X.data``, ``X.indices`` and
+        ``feature_ids`` to views of them (same values; the dataset stays valid), so that
+        they are not held twice (about half the memory, for runs at the scale of
+        ``benchmarks/scale.py``). The engine then shares its arrays with the dataset.
     global_columns : bool or None
         Keep each non-zero's global column id (int32, 4 bytes per non-zero) for the inner
         products, which then read w directly instead of through the client's feature ids
@@ -73,7 +74,7 @@ class BatchedHyFDCA:
     """
 
     def __init__(self, dataset, settings, *, frac_bits=32, seed=0, backend="numba",
-                 share_storage=True, global_columns=None):
+                 share_storage=False, global_columns=None):
         if backend not in BACKENDS:
             raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
         self.dataset = dataset

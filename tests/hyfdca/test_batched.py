@@ -373,3 +373,18 @@ def test_cupy_kernels_run_as_c_give_the_same_bits(small, cuda_on_cpu, name, part
 @pytest.mark.parametrize("loss", ["smoothed_hinge", "squared_hinge", "squared"])
 def test_cupy_kernels_run_as_c_every_loss(small, cuda_on_cpu, loss):
     _assert_cupy_matches_numba(partitions(*small)["hybrid"], "fraction", loss)
+
+
+def test_the_engine_leaves_the_callers_dataset_alone_unless_asked(small):
+    fed = partitions(*small)["hybrid"]
+    before = [(b.X.data, b.X.indices, b.feature_ids, b.X.data.copy()) for b in fed.blocks]
+    settings = HyFDCASettings.from_variant("auto", lam=LAM, H=30)
+    run = BatchedHyFDCA(fed, settings)
+    run.step()
+    for b, (data, indices, features, values) in zip(fed.blocks, before):
+        assert b.X.data is data and b.X.indices is indices and b.feature_ids is features
+        np.testing.assert_array_equal(b.X.data, values)
+    BatchedHyFDCA(fed, settings, share_storage=True)   # opt-in: views of the engine's arrays
+    assert all(b.X.data is not data for b, (data, *_) in zip(fed.blocks, before))
+    for b, (_, _, _, values) in zip(fed.blocks, before):
+        np.testing.assert_array_equal(b.X.data, values)
