@@ -8,6 +8,8 @@ docs/architecture.md.
 - :mod:`feddata.federated`: :class:`FederatedDataset`, the client blocks X^k over global
   sample ids I_k and feature ids J_k.
 - :mod:`feddata.partition`: builders that split pooled data into client blocks.
+- :mod:`feddata.problems`: a catalogued data set as a federated training problem with a
+  validation set.
 - :mod:`feddata.participation`: which clients take part in each round.
 - :mod:`feddata.history`: the per-round record of a run, with CSV and JSON export.
 """
@@ -17,6 +19,7 @@ from feddata.federated import ClientBlock, FederatedDataset, make_block
 from feddata.history import History
 from feddata.participation import KINDS as PARTICIPATION_KINDS
 from feddata.participation import Participation
+from feddata.problems import federated_problem
 
 __all__ = [
     "PARTICIPATION_KINDS",
@@ -25,6 +28,7 @@ __all__ = [
     "History",
     "Participation",
     "datasets",
+    "federated_problem",
     "make_block",
     "partition",
 ]

@@ -37,6 +37,7 @@ VARIANTS = {
                          draw="permuted", aggregation="mean", iic=0.01, min_H=10),
 }
 DEFAULT_VARIANT = "auto"
+VARIANT_NAMES = (DEFAULT_VARIANT, *VARIANTS)  # what from_variant accepts
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,12 @@ import sys
 
 import numpy as np
 
-from feddata import datasets
+from crypto import BACKENDS
+from feddata import PARTICIPATION_KINDS, datasets, federated_problem
+from feddata.partition import SPEC_HELP
+from hyfdca._run import ENGINES, run_hyfdca
+from hyfdca._settings import DEFAULT_VARIANT, VARIANT_NAMES, HyFDCASettings
+from solvers import LOSS_CODES, centralized_solution
 
 
 def cmd_datasets(args):
@@ -27,49 +32,29 @@ def cmd_datasets(args):
     return 0
 
 
-def _prepare(args):
-    """(train FederatedDataset, validation (X, y), positive class or None)."""
-    import scipy.sparse as sp
-    from sklearn.model_selection import train_test_split
-
-    from feddata.partition import partition_from_spec
-
-    ds = datasets.load_dataset(args.dataset)
-    y, positive = ds.y, None
-    if ds.classes is not None and len(ds.classes) > 2:
-        positive = ds.classes[args.positive_class]
-        y = np.where(ds.y == positive, 1.0, -1.0)
-    X_tr, X_val, y_tr, y_val = train_test_split(ds.X, y, test_size=0.25,
-                                                random_state=args.seed, stratify=y)
-    fed = partition_from_spec(X_tr, y_tr, args.partition, seed=args.seed,
-                              image_shape=ds.image_shape)
-    if fed.n_features > X_val.shape[1]:  # the quadrant scheme appended its bias feature
-        X_val = sp.hstack([sp.csr_matrix(X_val), np.full((X_val.shape[0], 1), 10.0)], format="csr")
-    print(f"{ds}\n{fed} ({args.partition}); validation {X_val.shape[0]} samples"
-          + (f"; one-vs-rest for class {positive}" if positive is not None else ""))
-    return fed, (X_val, y_val)
+def _problem(args):
+    """(train FederatedDataset, validation (X, y)) of the data set and partition asked for."""
+    fed, validation, positive = federated_problem(args.dataset, args.partition, seed=args.seed,
+                                                  positive_class=args.positive_class)
+    print(f"{fed} ({args.dataset}, {args.partition}); validation {validation[0].shape[0]} "
+          f"samples" + (f"; one-vs-rest for class {positive}" if positive is not None else ""))
+    return fed, validation
 
 
-def _train_and_report(args):
-    """Run HyFDCA, compare with the centralized solver, write history and plot."""
+def cmd_train(args):
+    """Train with HyFDCA on a catalogued data set and partition, compare with the
+    centralized solver, write the history (CSV, JSON) and the convergence plot. ``demo``
+    is this command on the embedded defaults."""
     from pathlib import Path
 
     from hyfdca._plots import plot_history
-    from hyfdca._run import run_hyfdca
-    from hyfdca._settings import HyFDCASettings
-    from solvers import reference_optimum, sdca
 
-    fed, validation = _prepare(args)
+    fed, validation = _problem(args)
     settings = HyFDCASettings.from_variant(
         args.variant, loss=args.loss, lam=args.lam, H=args.H, iic=args.iic,
         participation=args.participation, fraction=args.fraction,
         second_inner_product=args.second_inner_product)
-    X, y = fed.reassemble()
-    if args.loss in ("hinge", "squared_hinge", "logistic", "squared"):
-        p_star, w_star = reference_optimum(X, y, loss=args.loss, lam=args.lam)
-    else:
-        central = sdca(X, y, loss=args.loss, lam=args.lam, tol=1e-10, max_epochs=10_000)
-        p_star, w_star = central.history["primal"][-1], central.coef
+    p_star, w_star = centralized_solution(*fed.reassemble(), loss=args.loss, lam=args.lam)
     print(f"{settings.variant} variant, loss={args.loss}, lam={args.lam:g}, "
           f"participation={args.participation} ({args.fraction:g}), P* = {p_star:.8f}")
     run, history = run_hyfdca(fed, settings, max_rounds=args.rounds, tol=args.tol,
@@ -98,16 +83,6 @@ def _train_and_report(args):
     return 0
 
 
-def cmd_demo(args):
-    """HyFDCA on the embedded default (breast cancer), 3x3 hybrid, 50% participation."""
-    return _train_and_report(args)
-
-
-def cmd_run(args):
-    """HyFDCA on any catalogued data set and partition; writes history and plots."""
-    return _train_and_report(args)
-
-
 def cmd_profile(args):
     """Encryption cost profile: per backend and key size, the cost of encrypt, decrypt,
     add and multiply per value and per vector, throughput and bytes per value; then a
@@ -117,9 +92,7 @@ def cmd_profile(args):
     from dataclasses import asdict
     from pathlib import Path
 
-    from crypto import BACKENDS
     from hyfdca import profile
-    from hyfdca._settings import HyFDCASettings
 
     backends = args.backends.split(",") if args.backends else list(BACKENDS)
     unknown = sorted(set(backends) - set(BACKENDS))
@@ -141,7 +114,7 @@ def cmd_profile(args):
     table = profile.operations_table(costs)
     print(table)
 
-    fed, _ = _prepare(args)
+    fed, _ = _problem(args)
     settings = HyFDCASettings.from_variant(args.variant, lam=args.lam, H=args.H, iic=args.iic,
                                            participation=args.participation,
                                            fraction=args.fraction)
@@ -210,33 +183,35 @@ def cmd_experiment(args):
     return 0
 
 
-def _add_run_options(p, *, dataset, partition, participation, fraction, lam, rounds):
-    from crypto import BACKENDS
-    from hyfdca._settings import DEFAULT_VARIANT
-    from feddata.partition import SPEC_HELP as PARTITION_HELP
+def _add_problem_options(p, *, dataset, partition, participation, fraction, lam):
+    """Data set, partition, participation, lam, H or iic, variant: choices from the
+    registries (catalogue, participation kinds, variants)."""
     p.add_argument("--dataset", default=dataset, choices=datasets.dataset_names())
-    p.add_argument("--partition", default=partition, help=PARTITION_HELP)
-    p.add_argument("--participation", default=participation,
-                   choices=["full", "fraction", "cyclic"])
+    p.add_argument("--partition", default=partition, help=SPEC_HELP)
+    p.add_argument("--participation", default=participation, choices=PARTICIPATION_KINDS)
     p.add_argument("--fraction", type=float, default=fraction,
                    help="clients available per round (fraction), or 1/subsets (cyclic)")
-    p.add_argument("--loss", default="hinge",
-                   choices=["hinge", "smoothed_hinge", "squared_hinge", "logistic"])
     p.add_argument("--lam", type=float, default=lam, help="L2 weight lambda")
     group = p.add_mutually_exclusive_group()
     group.add_argument("--H", type=int, help="inner steps per client and round")
-    group.add_argument("--iic", type=float, help="inner-iterations constant: H = iic x local samples")
-    p.add_argument("--variant", default=DEFAULT_VARIANT,
-                   choices=["auto", "paper", "sigma-safe", "rho", "line-search", "combined"])
+    group.add_argument("--iic", type=float,
+                       help="inner-iterations constant: H = iic x local samples")
+    p.add_argument("--variant", default=DEFAULT_VARIANT, choices=VARIANT_NAMES)
+    p.add_argument("--positive-class", type=int, default=0,
+                   help="multi-class data: index of the class trained one-vs-rest")
+    p.add_argument("--seed", type=int, default=0)
+
+
+def _add_train_options(p, *, dataset, partition, participation, fraction, lam, rounds):
+    _add_problem_options(p, dataset=dataset, partition=partition,
+                         participation=participation, fraction=fraction, lam=lam)
+    p.add_argument("--loss", default="hinge", choices=sorted(LOSS_CODES))
     p.add_argument("--second-inner-product", action="store_true")
     p.add_argument("--rounds", type=int, default=rounds, help="maximum outer iterations")
     p.add_argument("--tol", type=float, default=None, help="stop at this duality gap")
     p.add_argument("--eval-every", type=int, default=10)
     p.add_argument("--crypto", default="plain", choices=sorted(BACKENDS),
                    help="encryption backend (paillier keys: 2048 bits)")
-    p.add_argument("--positive-class", type=int, default=0,
-                   help="multi-class data: index of the class trained one-vs-rest")
-    p.add_argument("--seed", type=int, default=0)
     p.add_argument("--output", default="hyfdca-output", help="folder for history and plots")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
 
@@ -250,16 +225,17 @@ def build_parser():
     p.set_defaults(func=cmd_datasets)
 
     p = sub.add_parser("demo", help="run the main job on the embedded default data",
-                       description=cmd_demo.__doc__)
-    _add_run_options(p, dataset="breast_cancer", partition="3x3", participation="fraction",
-                     fraction=0.5, lam=1e-2, rounds=1000)
-    p.set_defaults(func=cmd_demo)
+                       description="`hyfdca run` on the embedded default: breast cancer, "
+                                   "3x3 hybrid grid, half of the clients per round.")
+    _add_train_options(p, dataset="breast_cancer", partition="3x3", participation="fraction",
+                       fraction=0.5, lam=1e-2, rounds=1000)
+    p.set_defaults(func=cmd_train)
 
     p = sub.add_parser("run", help="train with HyFDCA on a data set and partition",
-                       description=cmd_run.__doc__)
-    _add_run_options(p, dataset="a9a", partition="3x3", participation="full", fraction=1.0,
-                     lam=1e-4, rounds=200)
-    p.set_defaults(func=cmd_run)
+                       description=cmd_train.__doc__)
+    _add_train_options(p, dataset="a9a", partition="3x3", participation="full", fraction=1.0,
+                       lam=1e-4, rounds=200)
+    p.set_defaults(func=cmd_train)
 
     p = sub.add_parser("profile", help="encryption cost per operation and per HyFDCA round",
                        description=cmd_profile.__doc__)
@@ -270,19 +246,9 @@ def build_parser():
                         "under 2048 only for quick tests)")
     p.add_argument("--n-values", type=int, default=200, help="values per vector")
     p.add_argument("--repeats", type=int, default=1, help="best of this many timings")
-    p.add_argument("--dataset", default="breast_cancer", choices=datasets.dataset_names())
-    p.add_argument("--partition", default="3x3")
-    p.add_argument("--participation", default="fraction",
-                   choices=["full", "fraction", "cyclic"])
-    p.add_argument("--fraction", type=float, default=0.5)
-    p.add_argument("--variant", default="auto")
-    p.add_argument("--lam", type=float, default=1e-2)
-    group = p.add_mutually_exclusive_group()
-    group.add_argument("--H", type=int)
-    group.add_argument("--iic", type=float)
+    _add_problem_options(p, dataset="breast_cancer", partition="3x3",
+                         participation="fraction", fraction=0.5, lam=1e-2)
     p.add_argument("--rounds", type=int, default=3, help="timed HyFDCA rounds per backend")
-    p.add_argument("--positive-class", type=int, default=0)
-    p.add_argument("--seed", type=int, default=0)
     p.add_argument("--output", default="hyfdca-profile", help="folder for tables and plot")
     p.set_defaults(func=cmd_profile)
 
@@ -304,13 +270,13 @@ def build_parser():
                    help="random-search draws per method and setting")
     p.add_argument("--eval-every", type=int, default=None,
                    help="rounds between evaluations (primal, accuracy)")
-    p.add_argument("--backend", default="paillier",
+    p.add_argument("--backend", default="paillier", choices=sorted(BACKENDS),
                    help="crypto backend whose measured costs HyFDCA's rounds are charged")
     p.add_argument("--key-bits", type=int, default=2048)
     p.add_argument("--cost-values", type=int, default=20,
                    help="values per vector when measuring the backend's costs")
     p.add_argument("--latency", type=float, default=0.2575, help="seconds per round trip")
-    p.add_argument("--engine", choices=("batched", "protocol"), default="batched",
+    p.add_argument("--engine", choices=ENGINES, default="batched",
                    help="HyFDCA's engine: batched (all clients per Numba call) or protocol "
                         "(per-client messages); same iterates and operation counts")
     p.add_argument("--seed", type=int, default=0)

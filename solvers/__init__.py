@@ -22,7 +22,12 @@ from solvers._losses import (
     weighted_objective_sums,
 )
 from solvers._random import GAMMA, MUL1, MUL2, mix64, splitmix64
-from solvers._reference import REFERENCE_LOSSES, reference_optimum, ridge_closed_form
+from solvers._reference import (
+    REFERENCE_LOSSES,
+    centralized_solution,
+    reference_optimum,
+    ridge_closed_form,
+)
 from solvers._sdca import (
     SDCAResult,
     ShrinkingHinge,
@@ -50,6 +55,7 @@ __all__ = [
     "SQUARED_HINGE",
     "ShrinkingHinge",
     "as_csr",
+    "centralized_solution",
     "check_finite",
     "check_labels",
     "coordinate_step",

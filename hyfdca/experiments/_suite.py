@@ -10,14 +10,12 @@ news20-shaped synthetic set, and Fashion-MNIST in the quadrant scheme when insta
 import json
 from pathlib import Path
 
-import numpy as np
-
-from feddata import datasets
+from feddata import datasets, federated_problem
 from hyfdca.experiments._compare import compare
 from hyfdca.experiments._methods import METHODS, Problem
 from hyfdca.experiments._report import (plot_grid, plot_time_breakdown, summary_rows,
                                         tuning_table, verdict_table)
-from feddata.partition import partition_from_spec
+from solvers import centralized_solution
 
 FRACTIONS = (0.1, 0.5, 0.9)
 QUICK = dict(datasets={"breast_cancer": ("2x2", "3x3")}, fractions=(0.5, 0.9), lam=1e-2,
@@ -33,23 +31,9 @@ FULL = dict(datasets={"fashion-mnist": ("quadrants:5", "quadrants:500", "quadran
 def prepare(name, partition, *, lam, loss="hinge", seed=0):
     """(FederatedDataset of 75% of the data, validation (X, y), P*) for one setting;
     multi-class data are one class (the first) against the rest."""
-    import scipy.sparse as sp
-    from sklearn.model_selection import train_test_split
-
-    from solvers import reference_optimum
-
-    ds = datasets.load_dataset(name)
-    y = ds.y if ds.classes is None or len(ds.classes) <= 2 else \
-        np.where(ds.y == ds.classes[0], 1.0, -1.0)
-    X_tr, X_val, y_tr, y_val = train_test_split(ds.X, y, test_size=0.25, random_state=seed,
-                                                stratify=y)
-    fed = partition_from_spec(X_tr, y_tr, partition, seed=seed, image_shape=ds.image_shape)
-    if fed.n_features > X_val.shape[1]:   # the quadrant scheme's bias feature
-        X_val = sp.hstack([sp.csr_matrix(X_val), np.full((X_val.shape[0], 1), 10.0)],
-                          format="csr")
+    fed, validation, _ = federated_problem(name, partition, seed=seed)
     X_fed, y_fed = fed.reassemble()
-    p_star = reference_optimum(X_fed, y_fed, loss=loss, lam=lam)[0]
-    return fed, (X_val, y_val), p_star
+    return fed, validation, centralized_solution(X_fed, y_fed, loss=loss, lam=lam)[0]
 
 
 def _log(message):

@@ -37,3 +37,39 @@ def test_run_with_the_quadrant_scheme_on_digits(capsys, tmp_path):
 def test_unknown_command_exits_with_usage():
     with pytest.raises(SystemExit):
         main(["nope"])
+
+
+def _choices(command, option):
+    from hyfdca.cli import build_parser
+    parser = build_parser()
+    sub = next(a for a in parser._actions if a.dest == "command").choices[command]
+    return tuple(next(a for a in sub._actions if option in a.option_strings).choices)
+
+
+@pytest.mark.parametrize("command", ["demo", "run", "profile"])
+def test_choices_come_from_the_registries(command):
+    from crypto import BACKENDS
+    from feddata import PARTICIPATION_KINDS
+    from feddata.datasets import dataset_names
+    from hyfdca._settings import VARIANT_NAMES
+    from solvers import LOSS_CODES
+
+    assert _choices(command, "--variant") == VARIANT_NAMES
+    assert _choices(command, "--participation") == PARTICIPATION_KINDS
+    assert tuple(_choices(command, "--dataset")) == tuple(dataset_names())
+    if command != "profile":
+        assert set(_choices(command, "--loss")) == set(LOSS_CODES)
+        assert set(_choices(command, "--crypto")) == set(BACKENDS)
+
+
+def test_the_squared_loss_runs_and_unknown_variants_are_refused(capsys, tmp_path):
+    assert main(["run", "--dataset", "breast_cancer", "--loss", "squared", "--lam", "1e-2",
+                 "--rounds", "5", "--quiet", "--output", str(tmp_path)]) == 0
+    with pytest.raises(SystemExit):
+        main(["profile", "--variant", "bogus"])
+
+
+def test_a_class_index_out_of_range_is_a_clear_error(tmp_path):
+    with pytest.raises(ValueError, match="positive_class must index one of the 10 classes"):
+        main(["run", "--dataset", "digits", "--positive-class", "99", "--rounds", "2",
+              "--quiet", "--output", str(tmp_path)])
