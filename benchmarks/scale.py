@@ -147,14 +147,14 @@ def fixed_cost(fed, cycles):
     from hyfdca import HyFDCASettings
     settings = HyFDCASettings.from_variant("auto", lam=LAM, participation="full", H=8)
     run = BatchedHyFDCA(fed, settings, seed=0, share_storage=True)
-    groups, group_of = np.unique(run.stream_keys, return_inverse=True)  # same draws
+    groups, group_of = np.unique(run.draws.stream_keys, return_inverse=True)  # same draws
     chosen = np.random.default_rng(0).choice(groups.size, groups.size // 8, replace=False)
     configs = {"none": 0, "all": 1, "eighth": np.where(np.isin(group_of, chosen), 8, 0)}
     times = {name: [] for name in configs}
     counts, clients = {}, {}
     for _ in range(cycles):
         for name, steps in configs.items():
-            run.H[:] = steps
+            run.draws.H[:] = steps
             run.step(), run.step()  # the first still uses the draws made before
             for _ in range(3):
                 t0 = time.perf_counter()
@@ -162,7 +162,7 @@ def fixed_cost(fed, cycles):
                 times[name].append(time.perf_counter() - t0)
             # (not "add": it counts the commit, which a rejected line-search step skips)
             counts[name] = [record[f] for f in ("updates", "encrypt", "decrypt")]
-            clients[name] = int(np.count_nonzero(run.H))
+            clients[name] = int(np.count_nonzero(run.draws.H))
     if not np.allclose(counts["all"], counts["eighth"], rtol=0.02):
         raise RuntimeError(f"the matched configurations do different work: {counts}")
     t = {name: float(np.median(v)) for name, v in times.items()}

@@ -34,6 +34,8 @@ import numpy as np
 from crypto import unmasked_total
 from feddata import Participation
 from hyfdca import _batched_kernels as kern
+from hyfdca._batched_layout import (Blocks, Draws, Duals, Params, RoundArrays, Scratch,
+                                    UnionHoldings, structure_arrays)
 from hyfdca._draws import stream_key
 from hyfdca._round import (aggregation_weights, choose_step, correction_factors,
                            draws_all_samples, eligible_samples, is_full_step, plan_round,
@@ -108,121 +110,123 @@ class BatchedHyFDCA:
         n_rows = np.array([b.X.shape[0] for b in blocks], dtype=np.int64)
         n_cols = np.array([b.X.shape[1] for b in blocks], dtype=np.int64)
         nnz = np.array([b.X.nnz for b in blocks], dtype=np.int64)
-        self.row_off = _offsets(n_rows)
-        self.feat_off = _offsets(n_cols)
+        row_off, feat_off, nnz_off = _offsets(n_rows), _offsets(n_cols), _offsets(nnz)
         if global_columns is None:
             global_columns = int(n_cols.max(initial=0)) <= GLOBAL_COLUMNS_MAX_WINDOW
-        nnz_off = _offsets(nnz)
-        n_hold, n_fh = int(self.row_off[-1]), int(self.feat_off[-1])
+        n_hold, n_fh = int(row_off[-1]), int(feat_off[-1])
         # one concatenated CSR, filled block by block (no temporary lists of copies)
-        self.data = np.empty(int(nnz_off[-1]), dtype=np.float64)
-        self.indices = np.empty(int(nnz_off[-1]), dtype=np.int32)
-        self.gcol = np.empty(int(nnz_off[-1]) if global_columns else 0, dtype=np.int32)
-        self.indptr = np.empty(n_hold + 1, dtype=np.int64)
-        self.indptr[-1] = nnz_off[-1]
-        self.hold_sample = np.empty(n_hold, dtype=np.int64)
-        self.hold_client = np.empty(n_hold, dtype=np.int32)
-        self.hold_feat = np.empty(n_fh, dtype=np.int64)
-        self.y = np.empty(n_hold, dtype=np.float64)
+        data = np.empty(int(nnz_off[-1]), dtype=np.float64)
+        indices = np.empty(int(nnz_off[-1]), dtype=np.int32)
+        gcol = np.empty(int(nnz_off[-1]) if global_columns else 0, dtype=np.int32)
+        indptr = np.empty(n_hold + 1, dtype=np.int64)
+        indptr[-1] = nnz_off[-1]
+        hold_sample = np.empty(n_hold, dtype=np.int64)
+        hold_client = np.empty(n_hold, dtype=np.int32)
+        hold_feat = np.empty(n_fh, dtype=np.int64)
+        y = np.empty(n_hold, dtype=np.float64)
         partial = np.empty(n_hold, dtype=np.float64)
         for k, b in enumerate(blocks):
-            r0, r1, e0, e1 = self.row_off[k], self.row_off[k + 1], nnz_off[k], nnz_off[k + 1]
-            self.data[e0:e1] = b.X.data
-            self.indices[e0:e1] = b.X.indices
+            r0, r1, e0, e1 = row_off[k], row_off[k + 1], nnz_off[k], nnz_off[k + 1]
+            data[e0:e1] = b.X.data
+            indices[e0:e1] = b.X.indices
             if global_columns:
-                self.gcol[e0:e1] = b.feature_ids[b.X.indices]
+                gcol[e0:e1] = b.feature_ids[b.X.indices]
             if share_storage and b.X.data.dtype == np.float64 and b.X.indices.dtype == np.int32:
-                b.X.data, b.X.indices = self.data[e0:e1], self.indices[e0:e1]
-            self.indptr[r0:r1] = b.X.indptr[:-1] + e0
-            self.hold_sample[r0:r1] = b.sample_ids
-            self.hold_client[r0:r1] = k
-            J = self.hold_feat[self.feat_off[k]:self.feat_off[k + 1]]
+                b.X.data, b.X.indices = data[e0:e1], indices[e0:e1]
+            indptr[r0:r1] = b.X.indptr[:-1] + e0
+            hold_sample[r0:r1] = b.sample_ids
+            hold_client[r0:r1] = k
+            J = hold_feat[feat_off[k]:feat_off[k + 1]]
             J[:] = b.feature_ids
             if share_storage and b.feature_ids.dtype == np.int64:
                 object.__setattr__(b, "feature_ids", J)  # same ids, held once
-            self.y[r0:r1] = b.y
+            y[r0:r1] = b.y
             partial[r0:r1] = np.asarray(b.X.multiply(b.X).sum(axis=1)).ravel()
         counts = dataset.holder_counts
         self.holder_counts = counts
-        self.q = dataset.sq_row_norms[self.hold_sample]
-        self.rho = correction_factors(s.rho, self.q, partial)
-        self.update_weight = aggregation_weights(counts[self.hold_sample])
-        self.inv_holders = 1.0 / np.asarray(counts[self.hold_sample], dtype=np.float64)
-        # holders of each sample, in client order
-        self.samp_ptr = _offsets(np.bincount(self.hold_sample, minlength=N))
-        self.samp_hold = np.argsort(self.hold_sample, kind="stable").astype(np.int64)
+        q = dataset.sq_row_norms[hold_sample]
+        self.blocks = Blocks(
+            data=data, indices=indices, gcol=gcol, indptr=indptr, row_off=row_off,
+            feat_off=feat_off, hold_feat=hold_feat, hold_sample=hold_sample,
+            hold_client=hold_client,
+            samp_ptr=_offsets(np.bincount(hold_sample, minlength=N)),  # holders of each
+            samp_hold=np.argsort(hold_sample, kind="stable").astype(np.int64),  # sample
+            y=y, q=q, rho=correction_factors(s.rho, q, partial),
+            update_weight=aggregation_weights(counts[hold_sample]),
+            inv_holders=1.0 / np.asarray(counts[hold_sample], dtype=np.float64))
         self.local_margins = bool(np.all(counts == 1))
-        # draws
-        streams = sampling_streams(dataset, s.sampling, self.seed)
-        self.stream_keys = np.array([stream_key(t) for t in streams], dtype=np.uint64)
-        self.H = np.array([s.inner_steps(int(n)) for n in n_rows], dtype=np.int64)
-        self.draw_off = _offsets(self.H)
-        self.drawn = np.zeros(int(self.draw_off[-1]), dtype=np.int64)
-        self.drawn_cnt = np.zeros(K, dtype=np.int64)
-        # state: client copies of alpha (per holding), server's Enc(alpha) (integers), v_k
         self.step_bits = step_bits(s)
-        self.alpha_scale = 2.0 ** -(self.frac_bits + self.step_bits)
-        self.frac_scale = 2.0 ** self.frac_bits
-        self.inv_frac_scale = 2.0 ** -self.frac_bits
-        self.alpha_loc = np.zeros(n_hold)
-        self.enc_alpha = np.zeros(N, dtype=np.int64)
-        self.changed_at = np.zeros(N, dtype=np.int64)
-        self.synced_at = np.zeros(K, dtype=np.int64)
-        self.version = 0
-        self.w = np.zeros(d)
-        self.dw = np.zeros(d)
-        self.parts = np.zeros(n_hold, dtype=np.int64)
-        # synced changes of alpha waiting for phase D's report (valid at the round's stamp)
-        self.unreported = np.zeros(n_hold)
-        self.unreported_at = np.zeros(n_hold, dtype=np.int64)
-        # scratch (kept zero or stamped between uses)
-        self.upd = np.zeros(n_hold, dtype=np.int64)
-        self.hold_mark = np.zeros(n_hold, dtype=np.int64)
-        # per-thread scratch, one row per Numba thread, sized by the largest client
+        self.params = Params(alpha_scale=2.0 ** -(self.frac_bits + self.step_bits),
+                             frac_scale=2.0 ** self.frac_bits,
+                             inv_frac_scale=2.0 ** -self.frac_bits, lam_n=s.lam_n,
+                             n_samples=N, loss_code=s.loss_code, sigma=s.sigma_bound,
+                             smoothing=s.smoothing)
+        # per-chunk scratch, one row per Numba thread, sized by the largest client
         T = numba.config.NUMBA_NUM_THREADS
         max_rows, max_cols = int(n_rows.max()), int(n_cols.max())
-        self.u = np.zeros((T, max_cols))
-        self.wk = np.zeros((T, max_cols))
-        self.dalpha = np.zeros((T, max_rows))
-        self.cand = np.zeros((T, max_rows), dtype=np.int64)
-        self.perm = np.tile(np.arange(max_rows, dtype=np.int64), (T, 1))  # identity (draws)
-        self.buf = np.zeros((3, max_rows if s.line_search else 0))  # line-search terms
-        # each available client's holdings of the round's union, and the previous round's
-        self.lists = [_UnionHoldings(n_hold, K), _UnionHoldings(n_hold, K)]
-        self.change_row = np.zeros(max_cols)  # one client's change of v_k (kept at 0)
-        self.feat_mark = np.zeros(max_cols, dtype=np.int64)
-        self.feat_list = np.zeros(max_cols, dtype=np.int64)
+        streams = sampling_streams(dataset, s.sampling, self.seed)
+        H = np.array([s.inner_steps(int(n)) for n in n_rows], dtype=np.int64)
+        draw_off = _offsets(H)
+        self.draws = Draws(
+            stream_keys=np.array([stream_key(t) for t in streams], dtype=np.uint64), H=H,
+            draw_off=draw_off, drawn=np.zeros(int(draw_off[-1]), dtype=np.int64),
+            drawn_cnt=np.zeros(K, dtype=np.int64), eligible=np.ones(N, dtype=bool),
+            cand=np.zeros((T, max_rows), dtype=np.int64),
+            perm=np.tile(np.arange(max_rows, dtype=np.int64), (T, 1)))  # the identity
+        self.duals = Duals(enc_alpha=np.zeros(N, dtype=np.int64),
+                           changed_at=np.zeros(N, dtype=np.int64),
+                           synced_at=np.zeros(K, dtype=np.int64), alpha_loc=np.zeros(n_hold),
+                           unreported=np.zeros(n_hold),
+                           unreported_at=np.zeros(n_hold, dtype=np.int64))
+        self.version = 0
+        self.arrays = RoundArrays(
+            union=np.zeros(N, dtype=np.int64), mark=np.zeros(N, dtype=np.int64),
+            touched=np.zeros(N, dtype=np.int64), margin=np.zeros(N, dtype=np.int64),
+            enc_delta=np.zeros(N, dtype=np.int64), present=np.zeros(N, dtype=np.int64),
+            parts=np.zeros(n_hold, dtype=np.int64), upd=np.zeros(n_hold, dtype=np.int64),
+            hold_mark=np.zeros(n_hold, dtype=np.int64), work=np.zeros(K, dtype=np.int64),
+            err=np.zeros(1, dtype=np.int64))
+        self.scratch = Scratch(
+            wk=np.zeros((T, max_cols)), u=np.zeros((T, max_cols)),
+            dalpha=np.zeros((T, max_rows)),
+            buf=np.zeros((3, max_rows if s.line_search else 0)),
+            change_row=np.zeros(max_cols), feat_mark=np.zeros(max_cols, dtype=np.int64),
+            feat_list=np.zeros(max_cols, dtype=np.int64))
         self.token = 0
-        self.mark = np.zeros(N, dtype=np.int64)
-        self.touched = np.zeros(N, dtype=np.int64)
-        self.union = np.zeros(N, dtype=np.int64)
-        self.margin = np.zeros(N, dtype=np.int64)
-        self.enc_delta = np.zeros(N, dtype=np.int64)
-        self.present = np.zeros(N, dtype=np.int64)
-        self.eligible = np.ones(N, dtype=bool)
-        self.present_now = np.zeros(N, dtype=np.int64)  # present holders at phase A
-        self.err = np.zeros(1, dtype=np.int64)
-        self.work = np.zeros(K, dtype=np.int64)  # per available client: size of its steps
+        # each available client's holdings of the round's union, and the previous round's
+        self.lists = [UnionHoldings.empty(n_hold, K), UnionHoldings.empty(n_hold, K)]
+        self.w = np.zeros(d)
+        self.dw = np.zeros(d)
         # per-round buffers kept between rounds (a fresh allocation costs page faults)
+        self.present_now = np.zeros(N, dtype=np.int64)  # present holders at phase A
         self.avail_mask = np.zeros(K, dtype=bool)
         self.shares = np.zeros((3, K))
+
+    def state_arrays(self):
+        """Every array the engine holds (for memory accounting)."""
+        return structure_arrays(self.blocks, self.duals, self.draws, self.arrays,
+                                self.scratch, *self.lists) + [
+            self.w, self.dw, self.present_now, self.avail_mask, self.shares]
 
     # --- views matching the message protocol ---------------------------------------------
 
     @property
     def alpha(self):
         """alpha as the server holds it (decrypted), over all N samples."""
-        return self.enc_alpha * self.alpha_scale
+        return self.duals.enc_alpha * self.params.alpha_scale
 
     def client_alpha(self, k):
-        return self.alpha_loc[self.row_off[k]:self.row_off[k + 1]]
+        """Client k's copy of alpha over its samples."""
+        row_off = self.blocks.row_off
+        return self.duals.alpha_loc[row_off[k]:row_off[k + 1]]
 
     def available(self):
         return self.participation.available(self.round)
 
     def _check(self, what):
-        if self.err[0]:
-            self.err[0] = 0
+        err = self.arrays.err
+        if err[0]:
+            err[0] = 0
             raise OverflowError(f"fixed-point overflow: {what} needs more than 62 bits")
 
     # --- one round ------------------------------------------------------------------------
@@ -230,6 +234,8 @@ class BatchedHyFDCA:
     def step(self):
         """Run one outer iteration; return its record (as HyFDCARun.step)."""
         s, gpu = self.settings, self._gpu
+        B, P, duals, D, R, X = (self.blocks, self.params, self.duals, self.draws,
+                                self.arrays, self.scratch)
         avail = np.asarray(self.available(), dtype=np.int64)
         avail_mask = self.avail_mask
         avail_mask[:] = False
@@ -243,104 +249,64 @@ class BatchedHyFDCA:
         if plan.dual_sync_phase:
             every_sample = draws_all_samples(s.aggregation)
             if not every_sample:
-                kern.present_holders(avail_mask, self.samp_ptr, self.samp_hold,
-                                     self.hold_client, self.present_now)
-                self.eligible[:] = eligible_samples(s.aggregation, self.present_now,
-                                                    self.holder_counts)
-            self.token, synced = kern.sync_and_report(
-                avail, stamp, self.data, self.indices, self.indptr, self.row_off,
-                self.feat_off, self.hold_feat, self.hold_sample, self.changed_at,
-                self.synced_at, self.enc_alpha, self.alpha_scale, self.alpha_loc,
-                self.version, s.lam_n, self.w, prev.lst, prev.seg, prev.stamp, self.cand[0],
-                self.change_row, self.feat_mark, self.feat_list, self.token)
-            kern.draw_clients(avail, self.round, self.row_off, self.hold_sample, self.eligible,
-                              not every_sample, self.stream_keys, self.H, permuted,
-                              self.draw_off, self.drawn, self.drawn_cnt, self.cand, self.perm)
-        n_union, updates = kern.drawn_union(
-            avail, self.row_off, self.hold_sample, self.indptr, self.draw_off, self.drawn,
-            self.drawn_cnt, self.mark, stamp, self.union, self.work)
-        n_requested = kern.union_holdings(self.union, n_union, self.samp_ptr, self.samp_hold,
-                                          self.hold_client, self.row_off, avail, avail_mask,
-                                          stamp, cur.lst, cur.seg, cur.stamp)
-        sync = (avail, stamp, self.row_off, self.hold_sample, self.changed_at, self.synced_at,
-                self.enc_alpha, self.alpha_scale, self.alpha_loc, self.version,
-                self.unreported, self.unreported_at, prev.lst, prev.seg, prev.stamp, self.cand)
+                kern.present_holders(avail_mask, B, self.present_now)
+                D.eligible[:] = eligible_samples(s.aggregation, self.present_now,
+                                                 self.holder_counts)
+            self.token, synced = kern.sync_and_report(avail, stamp, self.version, B, P, duals,
+                                                      prev, D.cand[0], X, self.token, self.w)
+            kern.draw_clients(avail, self.round, B, D, not every_sample, permuted)
+        n_union, updates = kern.drawn_union(avail, B, D, R, stamp)
+        n_requested = kern.union_holdings(avail, avail_mask, B, R, n_union, stamp, cur)
         sync_rides = not plan.dual_sync_phase  # with phase B (or C: local margins)
         if sync_rides and (not plan.inner_products or gpu is not None):
-            synced = kern.sync_clients(*sync)
+            synced = kern.sync_clients(avail, stamp, self.version, B, P, duals, prev, D.cand)
         if plan.inner_products:
             if gpu is not None:
                 gpu.inner_products(self, cur.lst[:n_requested])
             elif sync_rides:
-                synced = kern.sync_and_inner_products(
-                    *sync, self.data, self.indices, self.gcol, self.indptr, self.feat_off,
-                    self.hold_feat, cur.lst, cur.seg, self.w, self.wk, self.frac_scale,
-                    self.parts, self.err)
+                synced = kern.sync_and_inner_products(avail, stamp, self.version, B, P, duals,
+                                                      R, prev, cur, D.cand, self.w, X.wk)
             else:
-                kern.inner_products(avail, self.data, self.indices, self.gcol, self.indptr,
-                                    self.row_off, self.feat_off, self.hold_feat, cur.lst,
-                                    cur.seg, False, self.w, self.wk, self.frac_scale,
-                                    self.parts, self.err)
-            kern.sum_parts(self.union, n_union, self.samp_ptr, self.samp_hold, self.parts,
-                           self.margin, self.err)
+                kern.inner_products(avail, B, P, R, cur, False, self.w, X.wk)
+            kern.sum_parts(B, R, n_union)
             self._check("an inner product")
         compute_start = time.perf_counter()
         if gpu is None:
-            kern.local_dual(avail, self.local_margins, self.data, self.indices, self.indptr,
-                            self.row_off, self.feat_off, self.hold_feat, self.hold_sample,
-                            self.y, self.alpha_loc, self.q, self.rho, self.update_weight,
-                            self.margin, self.inv_frac_scale, self.frac_scale, self.w,
-                            self.wk, self.draw_off, self.drawn, self.drawn_cnt, s.loss_code,
-                            s.lam_n, s.sigma_bound, s.smoothing, self.dalpha, self.u,
-                            self.hold_mark, stamp, self.upd, self.err)
+            kern.local_dual(avail, self.local_margins, stamp, B, P, duals, D, R, X, self.w)
         else:
             gpu.local_dual(self, avail, stamp)
         compute = time.perf_counter() - compute_start
         self._check("a dual update")
-        received, union_holdings = kern.dual_aggregation(
-            self.union, n_union, avail_mask, self.samp_ptr, self.samp_hold, self.hold_client,
-            self.hold_mark, stamp, self.upd, self.enc_delta, self.touched, self.present,
-            self.err)
+        received, union_holdings = kern.dual_aggregation(avail_mask, B, R, n_union, stamp)
         self._check("an aggregated dual update")
         shares = self.shares[:, :avail.size]  # a column per client (written if line search)
         dw = self.dw
         dw[:] = 0.0
-        self.token = kern.primal_updates(
-            avail, self.round, stamp, self.data, self.indices, self.indptr, self.row_off,
-            self.feat_off, self.hold_feat, self.hold_sample, self.y, self.alpha_loc,
-            self.unreported, self.unreported_at, self.enc_delta, self.inv_frac_scale, cur.lst,
-            cur.seg, prev.lst, prev.seg, prev.stamp, self.present, self.n_samples,
-            s.line_search, shares, s.lam_n, self.w, dw, self.change_row, self.feat_mark,
-            self.feat_list, self.token, self.buf, plan.predraw, self.eligible, self.stream_keys,
-            self.H, permuted, self.draw_off, self.drawn, self.drawn_cnt, self.cand[0],
-            self.perm[0])
+        self.token = kern.primal_updates(avail, self.round, stamp, B, P, duals, D, R, prev,
+                                         cur, X, s.line_search, shares, plan.predraw,
+                                         permuted, self.token, self.w, dw)
         revealed = unmasked_total(shares, self.frac_bits) if s.line_search else None
         m, g = choose_step(s, revealed, self.w, dw)
-        n_touched = kern.apply_step(self.union, n_union, self.touched, stamp, self.enc_delta,
-                                    self.enc_alpha, m, self.step_bits > 0, self.changed_at,
-                                    self.version + 1, self.err)
+        n_touched = kern.apply_step(R, n_union, stamp, duals, m, self.step_bits > 0,
+                                    self.version + 1)
         self._check("alpha")
         if n_touched:
             self.version += 1
-        kern.settle(avail, self.hold_sample, self.alpha_loc, self.enc_delta,
-                    self.inv_frac_scale, cur.lst, cur.seg, g, self.synced_at,
-                    is_full_step(m, s), self.version)
+        kern.settle(avail, B, P, duals, R, cur, g, is_full_step(m, s), self.version)
         dw *= g  # w + g dw, as the protocol's server computes it, without temporaries
         self.w += dw
         self.last_step = g
         if plan.second_inner_product:
-            kern.inner_products(avail, self.data, self.indices, self.gcol, self.indptr,
-                                self.row_off, self.feat_off, self.hold_feat, cur.lst, cur.seg,
-                                True, self.w, self.wk, self.frac_scale, self.parts, self.err)
+            kern.inner_products(avail, B, P, R, cur, True, self.w, X.wk)
             self._check("an inner product")
         self.round += 1
         # the plain backend's counts, phase by phase as the message protocol performs them
         margins = int(plan.inner_products)
         encrypt = margins * n_requested + received
         if plan.second_inner_product:
-            encrypt += int(self.row_off[avail + 1].sum() - self.row_off[avail].sum())
+            encrypt += int(B.row_off[avail + 1].sum() - B.row_off[avail].sum())
         stepped = n_touched if m != 0 else 0
-        work = self.work[:avail.size]
+        work = R.work[:avail.size]
         total_work = int(work.sum())
         if total_work:
             compute *= numba.get_num_threads() * int(work.max()) / total_work
@@ -356,40 +322,23 @@ class BatchedHyFDCA:
 
     def certificate(self):
         """(primal at w(alpha), dual at alpha, w(alpha)), as HyFDCARun.certificate."""
-        s = self.settings
-        n_hold = self.alpha_loc.size
+        s, B, P = self.settings, self.blocks, self.params
+        n_hold = B.hold_sample.size
         eval_alpha = np.empty(n_hold)
-        v = np.empty(self.hold_feat.size)
-        kern.certificate_primal(self.data, self.indices, self.indptr, self.row_off,
-                                self.feat_off, self.hold_sample, self.changed_at,
-                                self.synced_at, self.enc_alpha, self.alpha_scale,
-                                self.alpha_loc, s.lam_n, eval_alpha, v)
+        v = np.empty(B.hold_feat.size)
+        kern.certificate_primal(B, P, self.duals, eval_alpha, v)
         w = np.empty(self.n_features)
-        kern.aggregate_features(v, self.hold_feat, w)
+        kern.aggregate_features(v, B.hold_feat, w)
         del v
         sums = np.empty((2, self.n_clients))
-        kern.certificate_sums(self.data, self.indices, self.indptr, self.row_off,
-                              self.feat_off, self.hold_feat, self.hold_sample,
-                              self.hold_client, self.samp_ptr, self.samp_hold, self.y,
-                              self.inv_holders, eval_alpha, w, self.wk, self.frac_scale,
-                              self.inv_frac_scale, self.n_samples, s.loss_code, s.smoothing,
+        kern.certificate_sums(B, P, eval_alpha, w, self.scratch.wk,
                               np.empty(n_hold, dtype=np.int64),
                               np.empty(self.n_samples, dtype=np.int64), np.empty(n_hold),
-                              np.empty(n_hold), sums, self.err)
+                              np.empty(n_hold), sums, self.arrays.err)
         self._check("a margin")
         loss_sum, conj_sum = unmasked_total(sums, self.frac_bits)
         reg = 0.5 * s.lam * float(w @ w)
         return reg + loss_sum, -reg + conj_sum, w
-
-
-class _UnionHoldings:
-    """Per available client, its holdings of a round's union samples, ascending:
-    ``lst[seg[k, 0]:seg[k, 1]]``, valid where ``stamp[k]`` is that round's stamp."""
-
-    def __init__(self, n_holdings, n_clients):
-        self.lst = np.zeros(n_holdings, dtype=np.int64)
-        self.seg = np.zeros((n_clients, 2), dtype=np.int64)
-        self.stamp = np.full(n_clients, -1, dtype=np.int64)
 
 
 def _offsets(sizes):

@@ -1,10 +1,14 @@
 """Numba kernels of the batched HyFDCA engine: one call per protocol phase, all clients.
 
-Every client block lives in one concatenated CSR (``indptr`` over all holdings, column
-``indices`` in each client's LOCAL feature coordinates); a holding h is a (client, local
-sample) pair, rows ``row_off[k]:row_off[k+1]`` are client k's; a feature holding is a
-(client, local feature) pair, ``feat_off[k]:feat_off[k+1]`` are client k's. The kernels
-repeat the plaintext protocol's arithmetic operation for operation (client-side floats,
+A kernel takes the engine's layout as the named structures of ``hyfdca._batched_layout``
+(B: Blocks, P: Params, duals: Duals, D: Draws, R: RoundArrays, X: Scratch, prev/cur:
+UnionHoldings of the previous and this round), unpacks the arrays it uses, and leaves the
+inner helpers (``_row_dot``, ``_draw``, ...) to work on plain arrays. Every client block
+lives in one concatenated CSR (``indptr`` over all holdings, column ``indices`` in each
+client's LOCAL feature coordinates); a holding h is a (client, local sample) pair, rows
+``row_off[k]:row_off[k+1]`` are client k's; a feature holding is a (client, local
+feature) pair, ``feat_off[k]:feat_off[k+1]`` are client k's. What a round decides
+(steps, weights, line-search terms) comes from ``hyfdca._round``. The kernels repeat the plaintext protocol's arithmetic operation for operation (client-side floats,
 the fixed-point integers of the plain crypto backend, NumPy's summation order where the
 protocol sums with NumPy), so that both engines give the same bits.
 
@@ -98,8 +102,9 @@ def _draw(k, round_, row_off, hold_sample, eligible, use_eligible, stream_keys, 
 
 
 @njit(cache=True, parallel=True)
-def present_holders(avail_mask, samp_ptr, samp_hold, hold_client, out):
+def present_holders(avail_mask, B, out):
     """out[i] = how many holders of sample i are available."""
+    samp_ptr, samp_hold, hold_client = B.samp_ptr, B.samp_hold, B.hold_client
     for i in prange(samp_ptr.shape[0] - 1):
         count = 0
         for e in range(samp_ptr[i], samp_ptr[i + 1]):
@@ -109,12 +114,14 @@ def present_holders(avail_mask, samp_ptr, samp_hold, hold_client, out):
 
 
 @njit(cache=True)
-def union_holdings(union, n_union, samp_ptr, samp_hold, hold_client, row_off, avail,
-                   avail_mask, stamp, lst, seg, seg_stamp):
+def union_holdings(avail, avail_mask, B, R, n_union, stamp, cur):
     """Each available client's holdings of the round's union samples, ascending, as
     ``lst[seg[k, 0]:seg[k, 1]]`` (valid where ``seg_stamp[k] == stamp``): the rows whose
     parts it sends, whose dalpha it receives and settles; in ``avail`` order, so
     ``lst[:n]`` (n returned) are all of them. O(holdings of the union)."""
+    union, samp_ptr, samp_hold, hold_client, row_off = (R.union, B.samp_ptr, B.samp_hold,
+                                                         B.hold_client, B.row_off)
+    lst, seg, seg_stamp = cur
     for a in range(avail.shape[0]):
         seg[avail[a], 1] = 0
     for x in range(n_union):
@@ -223,13 +230,18 @@ def _scatter(k, feat_off, hold_feat, row, touched, n, out):
 
 
 @njit(cache=True)
-def sync_and_report(avail, stamp, data, indices, indptr, row_off, feat_off, hold_feat,
-                    hold_sample, changed_at, synced_at, enc_alpha, alpha_scale, alpha_loc,
-                    version, lam_n, w, plst, pseg, pseg_stamp, due, row, mark, touched, token):
+def sync_and_report(avail, stamp, version, B, P, duals, prev, due, X, token, w):
     """Phase A, client after client (the order in which the server adds the changes):
     dual sync, and w += (X^k)^T (alpha_new - alpha_old) / (lam N) over the synced rows.
     ``due``: scratch over the largest I_k; ``row``, ``mark``, ``touched``: over the largest
     J_k (row kept at 0). Returns (last scratch token, rows synced)."""
+    data, indices, indptr, row_off = B.data, B.indices, B.indptr, B.row_off
+    feat_off, hold_feat, hold_sample = B.feat_off, B.hold_feat, B.hold_sample
+    changed_at, synced_at, enc_alpha, alpha_loc = (duals.changed_at, duals.synced_at,
+                                                   duals.enc_alpha, duals.alpha_loc)
+    alpha_scale, lam_n = P.alpha_scale, P.lam_n
+    plst, pseg, pseg_stamp = prev
+    row, mark, touched = X.change_row, X.feat_mark, X.feat_list
     synced = 0
     for a in range(avail.shape[0]):
         k = avail[a]
@@ -252,9 +264,11 @@ def sync_and_report(avail, stamp, data, indices, indptr, row_off, feat_off, hold
 
 
 @njit(cache=True, parallel=True)
-def draw_clients(avail, round_, row_off, hold_sample, eligible, use_eligible, stream_keys, H,
-                 permuted, draw_off, drawn, drawn_cnt, cand, scratch):
+def draw_clients(avail, round_, B, D, use_eligible, permuted):
     """Phase A: every available client's draws of the round."""
+    row_off, hold_sample = B.row_off, B.hold_sample
+    eligible, stream_keys, H, draw_off = D.eligible, D.stream_keys, D.H, D.draw_off
+    drawn, drawn_cnt, cand, scratch = D.drawn, D.drawn_cnt, D.cand, D.perm
     chunks = cand.shape[0]
     for tid in prange(chunks):
         for a in range(tid, avail.shape[0], chunks):
@@ -282,11 +296,14 @@ def _sync_client(k, stamp, row_off, hold_sample, changed_at, synced_at, enc_alph
 
 
 @njit(cache=True, parallel=True)
-def sync_clients(avail, stamp, row_off, hold_sample, changed_at, synced_at, enc_alpha,
-                 alpha_scale, alpha_loc, version, unreported, unreported_at, plst, pseg,
-                 pseg_stamp, due):
+def sync_clients(avail, stamp, version, B, P, duals, prev, due):
     """Every available client's dual sync riding with phase C (local margins), or with
     phase B when the inner products run on the GPU. Returns the rows synced."""
+    row_off, hold_sample, alpha_scale = B.row_off, B.hold_sample, P.alpha_scale
+    changed_at, synced_at, enc_alpha, alpha_loc = (duals.changed_at, duals.synced_at,
+                                                   duals.enc_alpha, duals.alpha_loc)
+    unreported, unreported_at = duals.unreported, duals.unreported_at
+    plst, pseg, pseg_stamp = prev
     chunks = due.shape[0]
     synced = 0
     for tid in prange(chunks):
@@ -308,12 +325,14 @@ def aggregate_features(v, hold_feat, out):
 
 
 @njit(cache=True)
-def drawn_union(avail, row_off, hold_sample, indptr, draw_off, drawn, drawn_cnt, mark, stamp,
-                union, work):
+def drawn_union(avail, B, D, R, stamp):
     """The distinct samples drawn by the available clients (stamped ``mark[i] = stamp``);
     returns (how many were written to ``union``, the draws of all of them). ``work[a]``:
     the local steps' size for the a-th available client, sum over its draws of (non-zeros
     of the row + 1)."""
+    row_off, hold_sample, indptr = B.row_off, B.hold_sample, B.indptr
+    draw_off, drawn, drawn_cnt = D.draw_off, D.drawn, D.drawn_cnt
+    mark, union, work = R.mark, R.union, R.work
     n = 0
     draws = 0
     for a in range(avail.shape[0]):
@@ -384,9 +403,12 @@ def _client_parts(k, data, indices, gcol, indptr, row_off, feat_off, hold_feat, 
 
 
 @njit(cache=True, parallel=True)
-def inner_products(avail, data, indices, gcol, indptr, row_off, feat_off, hold_feat, lst, seg,
-                   every, w, wk, frac_scale, parts, err):
+def inner_products(avail, B, P, R, cur, every, w, wk):
     """Every available client's parts (``_client_parts``)."""
+    data, indices, gcol, indptr = B.data, B.indices, B.gcol, B.indptr
+    row_off, feat_off, hold_feat = B.row_off, B.feat_off, B.hold_feat
+    lst, seg = cur.lst, cur.seg
+    frac_scale, parts, err = P.frac_scale, R.parts, R.err
     chunks = wk.shape[0]
     for tid in prange(chunks):
         for a in range(tid, avail.shape[0], chunks):
@@ -395,12 +417,17 @@ def inner_products(avail, data, indices, gcol, indptr, row_off, feat_off, hold_f
 
 
 @njit(cache=True, parallel=True)
-def sync_and_inner_products(avail, stamp, row_off, hold_sample, changed_at, synced_at,
-                            enc_alpha, alpha_scale, alpha_loc, version, unreported,
-                            unreported_at, plst, pseg, pseg_stamp, due, data, indices, gcol,
-                            indptr, feat_off, hold_feat, lst, seg, w, wk, frac_scale, parts, err):
+def sync_and_inner_products(avail, stamp, version, B, P, duals, R, prev, cur, due, w, wk):
     """Phase B with the dual sync riding on it, client by client: ``_sync_client`` then
     ``_client_parts`` (one visit of each client). Returns the rows synced."""
+    data, indices, gcol, indptr = B.data, B.indices, B.gcol, B.indptr
+    row_off, feat_off, hold_feat, hold_sample = B.row_off, B.feat_off, B.hold_feat, B.hold_sample
+    changed_at, synced_at, enc_alpha, alpha_loc = (duals.changed_at, duals.synced_at,
+                                                   duals.enc_alpha, duals.alpha_loc)
+    unreported, unreported_at = duals.unreported, duals.unreported_at
+    plst, pseg, pseg_stamp = prev
+    lst, seg = cur.lst, cur.seg
+    alpha_scale, frac_scale, parts, err = P.alpha_scale, P.frac_scale, R.parts, R.err
     chunks = wk.shape[0]
     synced = 0
     for tid in prange(chunks):
@@ -426,21 +453,29 @@ def _sum_holder_parts(i, samp_ptr, samp_hold, parts, err):
 
 
 @njit(cache=True, parallel=True)
-def sum_parts(union, n_union, samp_ptr, samp_hold, parts, margin, err):
+def sum_parts(B, R, n_union):
     """SecureInnerProduct, server side, over the union (stale parts of absent holders
     included)."""
+    union, samp_ptr, samp_hold = R.union, B.samp_ptr, B.samp_hold
+    parts, margin, err = R.parts, R.margin, R.err
     for u in prange(n_union):
         i = union[u]
         margin[i] = _sum_holder_parts(i, samp_ptr, samp_hold, parts, err)
 
 
 @njit(cache=True, parallel=True)
-def local_dual(avail, local_margins, data, indices, indptr, row_off, feat_off, hold_feat,
-               hold_sample, y, alpha_loc, q, rho, update_weight, margin, inv_frac_scale,
-               frac_scale, w, wk, draw_off, drawn, drawn_cnt, code, lam_n, sigma, smoothing,
-               dalpha, u, hold_mark, stamp, upd, err):
+def local_dual(avail, local_margins, stamp, B, P, duals, D, R, X, w):
     """LocalDualMethod of every available client, then its Enc(dalpha_i x update weight)
     (``_round.aggregation_weights``)."""
+    data, indices, indptr, row_off = B.data, B.indices, B.indptr, B.row_off
+    feat_off, hold_feat, hold_sample, y = B.feat_off, B.hold_feat, B.hold_sample, B.y
+    q, rho, update_weight = B.q, B.rho, B.update_weight
+    alpha_loc = duals.alpha_loc
+    margin, upd, hold_mark, err = R.margin, R.upd, R.hold_mark, R.err
+    draw_off, drawn, drawn_cnt = D.draw_off, D.drawn, D.drawn_cnt
+    wk, u, dalpha = X.wk, X.u, X.dalpha
+    inv_frac_scale, frac_scale, lam_n = P.inv_frac_scale, P.frac_scale, P.lam_n
+    code, sigma, smoothing = P.loss_code, P.sigma, P.smoothing
     chunks = wk.shape[0]
     for tid in prange(chunks):
         for a in range(tid, avail.shape[0], chunks):
@@ -475,10 +510,12 @@ def local_dual(avail, local_margins, data, indices, indptr, row_off, feat_off, h
 
 
 @njit(cache=True, parallel=True)
-def dual_aggregation(union, n_union, avail_mask, samp_ptr, samp_hold, hold_client, hold_mark,
-                     stamp, upd, enc_delta, touched, present, err):
+def dual_aggregation(avail_mask, B, R, n_union, stamp):
     """enc_delta_i = sum of the holders' encoded updates; touched_i; present holders.
     Returns (encoded updates received, holdings of the union samples)."""
+    samp_ptr, samp_hold, hold_client = B.samp_ptr, B.samp_hold, B.hold_client
+    union, hold_mark, upd, enc_delta = R.union, R.hold_mark, R.upd, R.enc_delta
+    touched, present, err = R.touched, R.present, R.err
     received = 0
     holdings = 0
     for x in prange(n_union):
@@ -504,12 +541,7 @@ def dual_aggregation(union, n_union, avail_mask, samp_ptr, samp_hold, hold_clien
 
 
 @njit(cache=True)
-def primal_updates(avail, round_, stamp, data, indices, indptr, row_off, feat_off, hold_feat,
-                   hold_sample, y, alpha_loc, unreported, unreported_at, enc_delta,
-                   inv_frac_scale, lst, seg, plst, pseg, pseg_stamp, present, n_samples,
-                   line_search, shares, lam_n, w, dw, row, mark, touched_feats, token, buf,
-                   predraw, eligible, stream_keys, H, permuted, draw_off, drawn, drawn_cnt,
-                   cand, scratch):
+def primal_updates(avail, round_, stamp, B, P, duals, D, R, prev, cur, X, line_search, shares, predraw, permuted, token, w, dw):
     """Phase D, client after client (the order in which the server adds the changes): each
     available client's PrimalUpdate in one pass over its rows.
 
@@ -518,6 +550,16 @@ def primal_updates(avail, round_, stamp, data, indices, indptr, row_off, feat_of
     tentative change (X^k)^T d / (lam N) over its union holdings; its line-search shares
     (1/N) sum_i (y_i d_i, alpha_i d_i, d_i^2) / present holders; (full participation)
     next round's draws. Returns the last scratch token."""
+    data, indices, indptr, row_off = B.data, B.indices, B.indptr, B.row_off
+    feat_off, hold_feat, hold_sample, y = B.feat_off, B.hold_feat, B.hold_sample, B.y
+    alpha_loc, unreported, unreported_at = duals.alpha_loc, duals.unreported, duals.unreported_at
+    enc_delta, present = R.enc_delta, R.present
+    inv_frac_scale, lam_n, n_samples = P.inv_frac_scale, P.lam_n, P.n_samples
+    lst, seg = cur.lst, cur.seg
+    plst, pseg, pseg_stamp = prev
+    row, mark, touched_feats, buf = X.change_row, X.feat_mark, X.feat_list, X.buf
+    eligible, stream_keys, H, draw_off = D.eligible, D.stream_keys, D.H, D.draw_off
+    drawn, drawn_cnt, cand, scratch = D.drawn, D.drawn_cnt, D.cand[0], D.perm[0]
     for a in range(avail.shape[0]):
         k = avail[a]
         token += 1
@@ -554,10 +596,11 @@ def primal_updates(avail, round_, stamp, data, indices, indptr, row_off, feat_of
 
 
 @njit(cache=True)
-def apply_step(union, n_union, touched, stamp, enc_delta, enc_alpha, m, multiply, changed_at,
-               version, err):
+def apply_step(R, n_union, stamp, duals, m, multiply, version):
     """Enc(alpha_i) += m Enc(dalpha_i) (or + Enc(dalpha_i)) on touched samples; mark them
     changed at ``version``. Returns how many samples were touched."""
+    union, touched, enc_delta, err = R.union, R.touched, R.enc_delta, R.err
+    enc_alpha, changed_at = duals.enc_alpha, duals.changed_at
     n_touched = 0
     for x in range(n_union):
         i = union[x]
@@ -579,10 +622,12 @@ def apply_step(union, n_union, touched, stamp, enc_delta, enc_alpha, m, multiply
 
 
 @njit(cache=True, parallel=True)
-def settle(avail, hold_sample, alpha_loc, enc_delta, inv_frac_scale, lst, seg, g, synced_at,
-           full_step, version):
+def settle(avail, B, P, duals, R, cur, g, full_step, version):
     """Every available client settles its tentative step on its union holdings:
     alpha_i += g d_i; after a full step its copy equals the server's (no sync needed)."""
+    hold_sample, alpha_loc, synced_at = B.hold_sample, duals.alpha_loc, duals.synced_at
+    enc_delta, inv_frac_scale = R.enc_delta, P.inv_frac_scale
+    lst, seg = cur.lst, cur.seg
     for a in prange(avail.shape[0]):
         k = avail[a]
         for t in range(seg[k, 0], seg[k, 1]):
@@ -594,9 +639,13 @@ def settle(avail, hold_sample, alpha_loc, enc_delta, inv_frac_scale, lst, seg, g
 
 
 @njit(cache=True, parallel=True)
-def certificate_primal(data, indices, indptr, row_off, feat_off, hold_sample, changed_at,
-                       synced_at, enc_alpha, alpha_scale, alpha_loc, lam_n, eval_alpha, v):
+def certificate_primal(B, P, duals, eval_alpha, v):
     """Every client: alpha at the server's values (not committed), v_k."""
+    data, indices, indptr, row_off = B.data, B.indices, B.indptr, B.row_off
+    feat_off, hold_sample = B.feat_off, B.hold_sample
+    changed_at, synced_at, enc_alpha, alpha_loc = (duals.changed_at, duals.synced_at,
+                                                   duals.enc_alpha, duals.alpha_loc)
+    alpha_scale, lam_n = P.alpha_scale, P.lam_n
     for k in prange(row_off.shape[0] - 1):
         for h in range(row_off[k], row_off[k + 1]):
             i = hold_sample[h]
@@ -609,12 +658,14 @@ def certificate_primal(data, indices, indptr, row_off, feat_off, hold_sample, ch
 
 
 @njit(cache=True, parallel=True)
-def certificate_sums(data, indices, indptr, row_off, feat_off, hold_feat, hold_sample,
-                     hold_client, samp_ptr, samp_hold, y, inv_holders, eval_alpha, w, wk,
-                     frac_scale, inv_frac_scale, n_samples, code, smoothing, parts, margin, z,
-                     weight, out, err):
+def certificate_sums(B, P, eval_alpha, w, wk, parts, margin, z, weight, out, err):
     """Every margin by secure inner product, then each client's (loss, conjugate) sums
     (``out[:, k]``)."""
+    data, indices, indptr, row_off = B.data, B.indices, B.indptr, B.row_off
+    feat_off, hold_feat, hold_sample = B.feat_off, B.hold_feat, B.hold_sample
+    samp_ptr, samp_hold, y, inv_holders = B.samp_ptr, B.samp_hold, B.y, B.inv_holders
+    frac_scale, inv_frac_scale, n_samples = P.frac_scale, P.inv_frac_scale, P.n_samples
+    code, smoothing = P.loss_code, P.smoothing
     K = row_off.shape[0] - 1
     chunks = wk.shape[0]
     for tid in prange(chunks):

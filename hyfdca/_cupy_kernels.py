@@ -131,60 +131,58 @@ class CupyKernels:
     """The engine's data on the GPU and the three kernels behind the Numba interface."""
 
     def __init__(self, engine):
-        s = engine.settings
-        if s.loss_code == LOGISTIC:
+        if engine.params.loss_code == LOGISTIC:
             raise ValueError("backend='cupy' does not run the logistic loss (GPU logarithms "
                              "round differently); use backend='numba'")
         module = cp.RawModule(code=_SOURCE, options=("--fmad=false",))
         self._inner = module.get_function("inner_products")
         self._local = module.get_function("local_dual")
-        e = engine
-        up = cp.asarray
-        self.data, self.indices, self.indptr = up(e.data), up(e.indices), up(e.indptr)
-        self.row_off, self.feat_off = up(e.row_off), up(e.feat_off)
-        self.hold_client = up(e.hold_client)
-        self.hold_feat = up(e.hold_feat.astype(np.int32))
-        self.hold_sample = up(e.hold_sample)
-        self.y, self.q, self.rho = up(e.y), up(e.q), up(e.rho)
-        self.update_weight = up(e.update_weight)
-        self.draw_off = up(e.draw_off)
-        self.dalpha = cp.zeros(e.alpha_loc.size)
-        self.u = cp.zeros(e.hold_feat.size)
-        self.hold_mark = cp.zeros(e.alpha_loc.size, dtype=cp.int64)
+        B, up = engine.blocks, cp.asarray
+        self.data, self.indices, self.indptr = up(B.data), up(B.indices), up(B.indptr)
+        self.row_off, self.feat_off = up(B.row_off), up(B.feat_off)
+        self.hold_client = up(B.hold_client)
+        self.hold_feat = up(B.hold_feat.astype(np.int32))
+        self.hold_sample = up(B.hold_sample)
+        self.y, self.q, self.rho = up(B.y), up(B.q), up(B.rho)
+        self.update_weight = up(B.update_weight)
+        self.draw_off = up(engine.draws.draw_off)
+        self.dalpha = cp.zeros(B.hold_sample.size)
+        self.u = cp.zeros(B.hold_feat.size)
+        self.hold_mark = cp.zeros(B.hold_sample.size, dtype=cp.int64)
         self.err = cp.zeros(1, dtype=cp.int32)
 
     def _check(self, engine):
         if int(self.err[0]):
             self.err[0] = 0
-            engine.err[0] = 1
+            engine.arrays.err[0] = 1
 
     def inner_products(self, engine, requested):
         """parts[h] = Enc(x_h^k . w) for the requested holdings (host arrays updated)."""
-        e = engine
+        R = engine.arrays
         req = cp.asarray(requested)
-        parts = cp.asarray(e.parts)
+        parts = cp.asarray(R.parts)
         self._inner(*_grid(req.size), (req, np.int32(req.size), self.data, self.indices,
                                        self.indptr, self.hold_client, self.feat_off,
-                                       self.hold_feat, cp.asarray(e.w),
-                                       np.float64(e.frac_scale), parts, self.err))
-        e.parts[requested] = cp.asnumpy(parts[req])
-        self._check(e)
+                                       self.hold_feat, cp.asarray(engine.w),
+                                       np.float64(engine.params.frac_scale), parts, self.err))
+        R.parts[requested] = cp.asnumpy(parts[req])
+        self._check(engine)
 
     def local_dual(self, engine, avail, stamp):
-        """LocalDualMethod of every available client; e.upd and e.hold_mark updated."""
-        e, s = engine, engine.settings
+        """LocalDualMethod of every available client; its upd and hold_mark updated."""
+        P, R, D = engine.params, engine.arrays, engine.draws
         av = cp.asarray(avail)
-        upd = cp.asarray(e.upd)
-        self.hold_mark = cp.asarray(e.hold_mark)
+        upd = cp.asarray(R.upd)
+        self.hold_mark = cp.asarray(R.hold_mark)
         self._local(*_grid(av.size), (
-            av, np.int32(av.size), np.int32(e.local_margins), self.data, self.indices,
+            av, np.int32(av.size), np.int32(engine.local_margins), self.data, self.indices,
             self.indptr, self.row_off, self.feat_off, self.hold_feat, self.hold_sample,
-            self.y, cp.asarray(e.alpha_loc), self.q, self.rho, self.update_weight,
-            cp.asarray(e.margin), np.float64(e.inv_frac_scale), np.float64(e.frac_scale),
-            cp.asarray(e.w), self.draw_off, cp.asarray(e.drawn), cp.asarray(e.drawn_cnt),
-            np.int32(s.loss_code), np.float64(s.lam_n), np.float64(s.sigma_bound),
-            np.float64(s.smoothing), self.dalpha, self.u, self.hold_mark, np.int64(stamp),
+            self.y, cp.asarray(engine.duals.alpha_loc), self.q, self.rho, self.update_weight,
+            cp.asarray(R.margin), np.float64(P.inv_frac_scale), np.float64(P.frac_scale),
+            cp.asarray(engine.w), self.draw_off, cp.asarray(D.drawn), cp.asarray(D.drawn_cnt),
+            np.int32(P.loss_code), np.float64(P.lam_n), np.float64(P.sigma),
+            np.float64(P.smoothing), self.dalpha, self.u, self.hold_mark, np.int64(stamp),
             upd, self.err))
-        e.upd[...] = cp.asnumpy(upd)
-        e.hold_mark[...] = cp.asnumpy(self.hold_mark)
-        self._check(e)
+        R.upd[...] = cp.asnumpy(upd)
+        R.hold_mark[...] = cp.asnumpy(self.hold_mark)
+        self._check(engine)

@@ -65,12 +65,12 @@ def assert_same_run(fed, settings, rounds=5, seed=1, frac_bits=32, moves=True,
         counts = {f: (ra[f], rb[f]) for f in CRYPTO_FIELDS}
         assert all(x == y for x, y in counts.values()), (t, counts)
         operations += ra["encrypt"] + ra["decrypt"]
-        np.testing.assert_array_equal(b.enc_alpha, a.server.enc_alpha.payload, err_msg=str(t))
+        np.testing.assert_array_equal(b.duals.enc_alpha, a.server.enc_alpha.payload, err_msg=str(t))
         np.testing.assert_array_equal(b.w, a.server.w, err_msg=f"w, round {t}")
         for k, client in enumerate(a.clients):
             np.testing.assert_array_equal(b.client_alpha(k),
                                           client.settled_alpha(a.server.client_step[k]))
-        moved |= bool(np.any(b.enc_alpha))
+        moved |= bool(np.any(b.duals.enc_alpha))
     assert moved == moves  # the comparison saw iterates that move
     assert operations > 0 or not moves  # and operations to count
     pa, pb = a.certificate(), b.certificate()
@@ -136,10 +136,10 @@ def test_global_column_ids_are_kept_for_small_feature_windows_only():
     settings = HyFDCASettings.from_variant("auto", lam=LAM)
     wide = BatchedHyFDCA(P.vertical(X, y, 2), settings)  # windows of 4,097 and 4,098
     narrow = BatchedHyFDCA(P.vertical(X, y, 4), settings)  # windows of ~2,049
-    assert wide.gcol.size == 0
+    assert wide.blocks.gcol.size == 0
     np.testing.assert_array_equal(
-        narrow.gcol, np.concatenate([b.feature_ids[b.X.indices] for b in narrow.dataset.blocks]))
-    assert BatchedHyFDCA(P.vertical(X, y, 2), settings, global_columns=True).gcol.size == X.nnz
+        narrow.blocks.gcol, np.concatenate([b.feature_ids[b.X.indices] for b in narrow.dataset.blocks]))
+    assert BatchedHyFDCA(P.vertical(X, y, 2), settings, global_columns=True).blocks.gcol.size == X.nnz
 
 
 @pytest.mark.parametrize("loss", ["squared", "smoothed_hinge", "squared_hinge", "logistic"])
@@ -247,7 +247,7 @@ def _assert_cupy_matches_numba(fed, participation, loss="hinge"):
     b = BatchedHyFDCA(fed, settings, seed=2, backend="cupy")
     for t in range(5):
         assert a.step()["step"] == b.step()["step"]
-        np.testing.assert_array_equal(a.enc_alpha, b.enc_alpha, err_msg=str(t))
+        np.testing.assert_array_equal(a.duals.enc_alpha, b.duals.enc_alpha, err_msg=str(t))
         np.testing.assert_array_equal(a.w, b.w, err_msg=str(t))
 
 
@@ -343,8 +343,8 @@ def test_no_dense_n_by_d_d_by_k_or_n_by_k_state():
     run.certificate()
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
-    arrays = [value for value in vars(run).values() if isinstance(value, np.ndarray)]
-    limit = 3 * (max(X.nnz, run.alpha_loc.size, run.hold_feat.size, N, d) + 1)  # buf: 3 x holdings
+    arrays = run.state_arrays()
+    limit = 3 * (max(X.nnz, run.duals.alpha_loc.size, run.blocks.hold_feat.size, N, d) + 1)  # buf: 3 x holdings
     assert limit < min(N * d, d * K, N * K)
     assert max(a.size for a in arrays) <= limit
     state = sum(a.nbytes for a in arrays)
