@@ -1,7 +1,7 @@
 """APFed: active-passive federated learning for vertically partitioned multi-view data
 (Liu et al., arXiv 2409.04111), on the torch-free autograd ``baselines.autograd``.
 
-Setting (design note shared/design/baselines/apfed.md). The same N aligned samples are
+Setting (docs/baselines.md, section APFed). The same N aligned samples are
 described by m views. The **active client** holds view x^A, all labels y and the whole
 predictive model: encoder f_A (x^A -> h^A) and task head g_T (h^A -> logits). Each **passive
 client** p holds view x^p and a private network; it never sees labels. Per mini-batch the
@@ -26,11 +26,11 @@ Variants (``variant``):
   [z^A; z^p] is an anchor, mean over 2N'); ``contrastive="paper"`` gives the paper's Eq. 14-16
   (active anchors only, mean over N'; same 2N'-1 term denominator).
 
-Small MLP configuration (note §6, for 8x8 digits): f_A = D_A -> 64 -> 32 with ReLU after each
+Small MLP configuration (for 8x8 digits): f_A = D_A -> 64 -> 32 with ReLU after each
 layer (d = 32); g_T = 32 -> 32, ReLU, dropout 0.5, -> C; DEC_p = 32 -> 64 -> D_p; ENC_p =
 D_p -> 64 -> 32 (ReLU after each); P_A, P_p = Linear(32 -> 16); tau = 1. Every module has its
-own SGD (momentum 0.9, weight decay 1e-4), learning rate 1e-2 (the note's choice for the small
-data set; the paper's 1e-3 relies on ~70k steps), batch 64, lam = 1.
+own SGD (momentum 0.9, weight decay 1e-4), learning rate 1e-2 (for the small
+data sets; the paper's 1e-3 relies on ~70k steps), batch 64, lam = 1.
 
 References for the comparison: :class:`SingleVL` (the active client alone, = lam 0) and
 :class:`PooledVL` (the same active architecture on all views concatenated). TVFL-0/A/R are not
@@ -283,7 +283,7 @@ class PooledVL(APFed):
 
 def digits_views(m=2, active=0, test_fraction=0.3, seed=0):
     """scikit-learn's 8x8 digits scaled to [0, 1], cut into m horizontal strips of floor(8/m)
-    rows (the note's "m-i" setting: strip ``active`` is the active view, the others passive).
+    rows (setting "m-i": strip ``active`` is the active view, the others passive).
 
     Returns dict(train=(x_active, [passive views], y), test=(x_active, [passive views], y)).
     """

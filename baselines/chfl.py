@@ -1,5 +1,5 @@
 """CHFL, "Completely Heterogeneous Federated Learning" (Liu, Yang, Cai, Ding, Lu; arXiv
-2210.15865), on the torch-free autograd, following ../shared/design/baselines/chfl.md.
+2210.15865), on the torch-free autograd, following docs/baselines.md, section CHFL.
 
 Each of K clients has its own feature space, label distribution and private backbone g_k
 (here a random MLP: 1-3 hidden ReLU layers of widths drawn from {16, 32, 64}, then a layer to
@@ -29,8 +29,8 @@ Readings chosen (the other ones are flags):
   ``"epoch"``: z_bar precomputed at the start of the epoch with the backbone snapshot.
 * Every client starts its head from the server's initial w_bar_h (the paper is silent).
 * Optimiser: SGD, lr 0.01, momentum 0.9, one optimiser per client kept across rounds
-  (``optimizer="adam"`` for Adam). The note suggests lr 0.05; on the digits proxy that
-  diverged or stalled (IID SOLO at 0.53 best mean accuracy), 0.01 trains stably.
+  (``optimizer="adam"`` for Adam). lr 0.05 diverged or stalled on the digits proxy (IID
+  SOLO at 0.53 best mean accuracy); 0.01 trains stably.
 
 ``strategy`` also gives the paper's comparison points: ``"solo"`` (local training only),
 ``"avg"`` (clients replace h_k by the average after every epoch, no KD), ``"avgkd"`` (AVG plus

@@ -12,10 +12,10 @@ then the server averages the client models where they overlap, weighting client 
 holding feature j; features held only by absent clients keep their value. The margin
 x_i^k . w_k sees only the client's features: the naive lift the paper calls FedAvg.
 
-HyFEM-linear (../shared/design/baselines/hyfem.md with identity extractors and a linear
-classifier, so the matching Pi_m is the feature selector P_m): the same local SGD with the
-matching regulariser (mu/2) ||w_k - P_k w_0||^2 added to each client's objective, clients
-weighted p_m = 1/M in the server's entrywise average.
+HyFEM-linear (docs/baselines.md, section HyFEM (linear): HyFEM with identity extractors and
+a linear classifier, so the matching Pi_m is the feature selector P_m): the same local SGD
+with the matching regulariser (mu/2) ||w_k - P_k w_0||^2 added to each client's objective,
+clients weighted p_m = 1/M in the server's entrywise average.
 
 One round trip per round: the server sends w on J_k, the client returns w_k.
 """

@@ -1,7 +1,7 @@
 """FLIC: personalised federated learning on heterogeneous feature spaces (Rakotomamonjy, Vono,
 Medina Ruiz, Ralaivola, TMLR 2024), on the torch-free autograd ``baselines.autograd``.
 
-Setting (design note shared/design/baselines/flic.md). b clients, each with its own input space
+Setting (docs/baselines.md, section FLIC). b clients, each with its own input space
 R^{d_i} (no shared features, no shared sample IDs) and a subset Y_i of the C classes. Client i
 keeps private an embedding phi_i: R^{d_i} -> R^k into a common latent space and a personal head;
 the server and the clients share C Gaussian class anchors mu_c = N(v_c, sigma^2 I_k) and (FLIC-HL)
@@ -16,13 +16,13 @@ E = (Z - 1 m_hat^T)/sqrt(n - 1) (E = 0 for n = 1), W2^2 = |v - m_hat|^2 + k sigm
 - 2 sigma |E|_* (:func:`w2_to_isotropic`; the nuclear-norm primitive of the autograd gives the
 exact gradient).
 
-Model (FedRep instance, note §5-6): phi_i = MLP(d_i -> 64 -> 64 -> k), ReLU after the first two
+Model (FedRep instance): phi_i = MLP(d_i -> 64 -> 64 -> k), ReLU after the first two
 layers; ``head="hl"`` (default, FLIC-HL): alpha = Linear(k -> 100) + LeakyReLU (global),
 beta_i = Linear(100 -> C) (personal); ``head="class"`` (FLIC-Class): g_i = Linear(k -> C)
 personal, only the anchors are federated. **k = 32 by default (the paper's 64 halved, for CPU
 speed)**; ``k=64`` gives the paper's size.
 
-Training (Algorithm 1/S2 with the authors' code's schedule, note §3):
+Training (Algorithm 1/S2 with the authors' code's schedule):
  0. anchors v_c ~ N(0, 10^2 I_k), Sigma_c = sigma^2 I fixed (sigma^2 = 1 as in the paper;
     ``anchor_var=np.e`` is the code's exp(1)); pre-training: each client trains phi_i alone on
     sum_c W2^2 (anchors fixed), Adam (lr ``pretrain_lr``, default = ``lr``), batch 10.

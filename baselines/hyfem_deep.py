@@ -1,5 +1,5 @@
 """HyFEM (Zhang, Yin, Chen, Hong, TMLR 2024) with deep per-block models, on the torch-free
-autograd (``baselines.autograd``), following ../shared/design/baselines/hyfem.md.
+autograd (``baselines.autograd``), following docs/baselines.md, section HyFEM (deep).
 
 Model. Client m owns blocks I_m and keeps one extractor per block, h_i(x_i) = ReLU(x_i A_i +
 c_i) (raw block -> e = 32), their outputs concatenated into v_m (d_m e wide), and a one-hidden-
@@ -35,13 +35,13 @@ Server (Alg. 1, lines 7-8).
   average of all matched client entries (the minimiser of (11) at fixed Pi), entries covered by
   no client keeping their previous value.
 
-Defaults for what the paper leaves open (the note's [C] suggestions): p_m = 1/M
+Defaults for what the paper leaves open (docs/baselines.md, section HyFEM (deep)): p_m = 1/M
 (``weights="samples"`` gives |N_m|/N), mu1 = mu2 = 0.5, P = 2M, H_m = H_0 = 64 (so pi_m is a
 permutation), pi_m^0 = identity, He initialisation, batch 32.
 
 Inference: the global model F_0(w_0; H_0(Theta_0; x_0)) on full-feature samples
-(:meth:`HyFEMDeep.predict_global`, which also zero-pads the embeddings of missing blocks, the
-note's untested heuristic), and client m's final local model (after the last round's Q steps)
+(:meth:`HyFEMDeep.predict_global`, which also zero-pads the embeddings of missing blocks, an
+untested heuristic), and client m's final local model (after the last round's Q steps)
 on its own blocks of any sample (:meth:`HyFEMDeep.predict_client`).
 
 Every random draw (initialisation, minibatches, which client is re-matched) comes from one
@@ -97,7 +97,7 @@ class BlockMLP(Module):
     def forward(self, X, present=None):
         return self.out(self.hidden(self.embed(X, present)).relu())
 
-    # arrays in the note's layout: theta = [(A_i, c_i)], w = (W1, b1, W2, b2)
+    # arrays: theta = [(A_i, c_i)], w = (W1, b1, W2, b2)
     def get_arrays(self):
         theta = [(e.weight.data.copy(), e.bias.data.copy()) for e in self.extractors]
         w = (self.hidden.weight.data.copy(), self.hidden.bias.data.copy(),
@@ -343,7 +343,7 @@ class HyFEMDeep:
     def predict_global(self, X, present_blocks=None):
         """argmax F_0(w_0; H_0(Theta_0; x_0)) on full-feature rows X (all blocks' columns in
         the original layout). ``present_blocks``: the blocks actually available; the others'
-        embeddings are zero-padded (heuristic, see the note section 4)."""
+        embeddings are zero-padded (an untested heuristic)."""
         present = None
         if present_blocks is not None:
             present = [i in present_blocks for i in range(len(self.block_columns))]

@@ -1,8 +1,8 @@
 #!/usr/bin/env python
 """The four deep baselines against training alone and pooled training (issue 7, part 4).
 
-Each method runs on the offline data set its design note proposes for a reproduction
-(shared/design/baselines/{hyfem,chfl,flic,apfed}.md, section 6), for seeds 0, 1, 2, next to
+Each method runs on an offline data set standing in for its paper's (docs/baselines.md,
+sections HyFEM (deep), CHFL, FLIC and APFed), for seeds 0, 1, 2, next to
 
 * **local-only** -- every client trains the same kind of model on its own data alone, with
   the same number of steps / epochs as the method (the papers' "stand-alone" / "SOLO" /
@@ -32,7 +32,7 @@ Rows (``method / data``; what "method", "local" and "pooled" measure):
   [3, 100], 3 classes per client). method = FLIC-HL after its final all-client round; local
   = ``FLICLocal`` (per-client MLP d_i -> 64 -> 64 -> C, Adam 1e-3); pooled = ``FLICPooled``
   (one MLP on all clients' data, each client's features in its own zero-padded column
-  block); all micro-averaged over the clients' test splits. Full mode: the note's smallest
+  block); all micro-averaged over the clients' test splits. Full mode: the smallest
   faithful configuration (b = 50 clients, C = 20 classes, T = 50 rounds, r = 0.1, rep_start
   20, 50 pre-training epochs; Local / Pooled 50 epochs); quick: the tests' 10-client 10-class
   toy, 4 rounds, 3 pre-training epochs.
@@ -43,8 +43,8 @@ Rows (``method / data``; what "method", "local" and "pooled" measure):
   the bottom strip a passive client's. method = APFed-C (active-only inference); local =
   ``SingleVL`` (the active client alone, = lam 0); pooled = ``PooledVL`` (the same active
   architecture on both strips concatenated). APFed-R is an extra row (not in the headline);
-  full mode adds another extra row, APFed-C / SingleVL / PooledVL on the note's own proposal,
-  8x8 digits 2-1 (``digits_views``, 100 epochs, as in the tests' slow case).
+  full mode adds another extra row, APFed-C / SingleVL / PooledVL on 8x8 digits 2-1
+  (``digits_views``, 100 epochs, as in the tests' slow case).
 
 Extra rows: the HyFEM clients (the same run's client models, each on its own blocks, against
 the stand-alone clients: the paper's Fig. 5 comparison), APFed-R, and APFed-C on digits.
@@ -53,8 +53,8 @@ the stand-alone clients: the paper's Fig. 5 comparison), APFed-R, and APFed-C on
 it the script gives the paired per-seed difference (method - local) as mean +- sample std
 and says whether the mean difference exceeds one std of the differences (with 3 seeds that
 is a weak check, not a significance test). Standard deviations are sample std (ddof = 1)
-over the seeds. The table also prints the papers' numbers for the closest setting (from the
-notes' section 5) and says in words where our setting differs.
+over the seeds. The table also prints the papers' numbers for the closest setting
+(docs/baselines.md, the "Measured" paragraphs) and says in words where our setting differs.
 
 Run from the repository root (each method runs single-threaded):
 
@@ -202,7 +202,7 @@ def run_apfed(seed, cfg):
     single = SingleVL(seed=seed).fit(xa, y, epochs=E).score(ta, ty)
     pooled = PooledVL(seed=seed).fit([xa] + xp, y, epochs=E).score([ta] + tp, ty)
     detail = dict(apfed_R=r)
-    if cfg.get("digits_epochs"):  # full mode: the note's own proposal (the tests' slow case)
+    if cfg.get("digits_epochs"):  # full mode: 8x8 digits 2-1 (the tests' slow case)
         from baselines.apfed import digits_views
 
         d = digits_views(m=2, active=0, seed=seed)
@@ -256,7 +256,8 @@ DIFFERS = dict(
            "against FedProx; paper T=128. Absolute numbers not comparable, only the ordering"),
     chfl=("paper: MNIST / MNIST-M / SynDigits with MobileNet-V3 / ResNet-18 / VGG; ours: 1,797 "
           "8x8 digits turned into 3 synthetic domains, random 1-3 layer MLP backbones, E=16, "
-          "SGD lr 0.01 (note: 0.05), 3 seeds (paper 5); pooled is our own reference"),
+          "SGD lr 0.01 (0.05 diverged or stalled), 3 seeds (paper 5); pooled is our own "
+          "reference"),
     flic=("paper: 2000 train/class shared by the holders, then each client keeps a random "
           "5-100% (about 15k samples), k=64, pre-training batch 10; ours: 200 train/class, "
           "balanced (4,000 samples at b=50), k=32 (the implementation's default), pre-training "
@@ -358,8 +359,7 @@ def main():
                 rows.append(dict(
                     name="apfed_digits", label="APFed-C (digits, extra)",
                     setting=f"8x8 digits 2-1 (rows 0-3 active, 4-7 passive), 70/30 split, "
-                            f"{cfg['digits_epochs']} epochs (the note's proposal; full mode "
-                            f"only)",
+                            f"{cfg['digits_epochs']} epochs (full mode only)",
                     method=[r["detail"]["digits_C"] for r in per_seed],
                     local=[r["detail"]["digits_single"] for r in per_seed],
                     pooled=[r["detail"]["digits_pooled"] for r in per_seed],

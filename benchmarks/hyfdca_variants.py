@@ -20,9 +20,10 @@ reached 1e-2, when it diverges (gap not finite, or relative loss > ``--diverge-a
 the round budget (full mode: 1,000 rounds at full participation, 2,000 at half; the paper on
 3x3 at full participation gets 5,000 so that the headline ratio can be decided); a target
 not reached is reported as ``>budget``. "final" is the relative loss at the last evaluation
-(the stopping round). The primal P(w(alpha)) is noisy from round to round (design 5d): a
-first hit of a target can be a lucky iterate followed by much larger values. So the table
-also gives "cert. 5e-2", the first evaluated round whose certificate proves the target
+(the stopping round). The primal P(w(alpha)) is noisy from round to round
+(docs/algorithm.md section 5, lesson (d)): a first hit of a target can be a lucky iterate
+followed by much larger values. So the table also gives "cert. 5e-2", the first evaluated
+round whose certificate proves the target
 (gap <= 5e-2 P*, hence P - P* <= 5e-2 P* and P* - D <= 5e-2 P*); runs continue until both
 1e-2 (relative loss) and the certified 5e-2 are reached.
 

@@ -1,4 +1,5 @@
-"""The one interface HyFDCA uses at every encryption point (design section 3).
+"""The one interface HyFDCA uses at every encryption point (docs/algorithm.md
+section 3; keys: docs/threat-model.md).
 
 Clients hold a :class:`KeyHolder` (encrypt, decrypt); the server holds an
 :class:`Evaluator` (add, scalar-multiply, select, scatter-add) and never a private key.

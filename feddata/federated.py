@@ -2,9 +2,9 @@
 
 Client k holds a sparse block X^k with rows I_k (its samples, global ids), columns J_k
 (its features, global ids) and the labels of its samples. The blocks partition the
-non-zero entries of the pooled X: sum_k X^k = X, with no entry held twice (design
-section 2). Derived: the holders C_i of each sample, |C_i|, and the full squared row
-norms q_i = sum_k ||x_i^k||^2 (in a deployment a secure sum at set-up).
+non-zero entries of the pooled X: sum_k X^k = X, with no entry held twice
+(docs/algorithm.md section 2). Derived: the holders C_i of each sample, |C_i|, and the
+full squared row norms q_i = sum_k ||x_i^k||^2 (in a deployment a secure sum at set-up).
 """
 
 from dataclasses import dataclass

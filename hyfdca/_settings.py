@@ -18,19 +18,20 @@ VARIANTS = {
     # Local margin correction scaled by rho_i = q_i / ||x_i^k||^2.
     "rho": dict(sigma=1.0, rho="norm", line_search=False, sampling="shared",
                 draw="permuted", aggregation="mean", iic=0.1),
-    # Dual line search on the aggregated update (design 5c).
+    # Dual line search on the aggregated update (docs/algorithm.md section 5, lesson (c)).
     "line-search": dict(sigma=1.0, rho="one", line_search=True, sampling="shared",
                         draw="permuted", aggregation="mean", iic=1.0),
     # All three together.
     "combined": dict(sigma="safe", rho="norm", line_search=True, sampling="shared",
                      draw="permuted", aggregation="mean", iic=1.0),
-    # Per regime (design section 5), chosen by benchmarks/hyfdca_variants.py. When every
-    # round's update is fully known to the server (full participation, or horizontal data
-    # where each sample has one holder, so absent clients' state is never stale): rho +
-    # line search + a full local pass, each round an exact ascent step. Otherwise, where
-    # the line search overshoots on stale state: the safe curvature with rho and short
-    # rounds (iic = 0.01 had the best worst case of the iic sweep at participation 0.5),
-    # but at least 10 steps, so that small clients do not spend a round on one or two.
+    # Per regime (docs/algorithm.md section 5), chosen by benchmarks/hyfdca_variants.py.
+    # When every round's update is fully known to the server (full participation, or
+    # horizontal data where each sample has one holder, so absent clients' state is never
+    # stale): rho + line search + a full local pass, each round an exact ascent step.
+    # Otherwise, where the line search overshoots on stale state: the safe curvature with
+    # rho and short rounds (iic = 0.01 had the best worst case of the iic sweep at
+    # participation 0.5), but at least 10 steps, so that small clients do not spend a round
+    # on one or two.
     "auto-full": dict(sigma=1.0, rho="norm", line_search=True, sampling="shared",
                       draw="permuted", aggregation="mean", iic=1.0),
     "auto-partial": dict(sigma="safe", rho="norm", line_search=False, sampling="shared",

@@ -1,4 +1,4 @@
-"""Least-squares reconstruction attacks on what the server saw (design section 2).
+"""Least-squares reconstruction attacks on what the server saw (docs/threat-model.md).
 
 Why HyFDCA encrypts the dual variables and the inner products: a curious server that read
 them in the clear could solve for the clients' data.
@@ -10,11 +10,11 @@ them in the clear could solve for the clients' data.
 * Margin attack. Client k sends the parts x_i^k . w for the requested samples i, after the
   server sent it w on J_k; |J_k| exchanges with independent w give x_i^k.
 
-Both attacks read only ``Channel.transcript`` (a run with ``record=True``): the messages the
-server sent and received, in order. An ``EncryptedVector`` is read as if it were the
-plaintext fixed-point encoding (the low 64 bits of each payload integer, signed, times
-2^-scale_bits): exact for the plaintext backend, the best a server without the keys can
-do with a real one.
+Both attacks read only ``run.transport.transcript`` (a run with ``record=True``): the
+messages the server sent and received, in order. An ``EncryptedVector`` is read as if it
+were the plaintext fixed-point encoding (the low 64 bits of each payload integer, signed,
+times 2^-scale_bits): exact for the plaintext backend, the best a server without the keys
+can do with a real one.
 """
 
 import numpy as np

@@ -1,4 +1,5 @@
-"""Convex losses, their conjugates and the SDCA coordinate step (design section 1).
+"""Convex losses, their conjugates and the SDCA coordinate step (docs/algorithm.md
+section 1).
 
 Every loss is a function of the margin ``z = x_i . w`` and the label ``y``. The dual
 variable ``alpha_i`` enters the dual through ``-l*(-alpha_i)``; for the classification

@@ -154,8 +154,8 @@ def mnist_quadrants(X, y, n_clients, *, image_shape=(28, 28), bias=10.0, shuffle
 def from_blocks(X, y, blocks):
     """Explicit holdings: ``blocks[k] = (sample_ids, feature_ids)`` of client k, possibly
     overlapping. Each non-zero entry goes to the lowest client id whose rectangle
-    I_k x J_k contains it (design section 2); a non-zero entry in nobody's rectangle is an
-    error, as are uncovered samples or features and ids out of range."""
+    I_k x J_k contains it (docs/algorithm.md section 2); a non-zero entry in nobody's
+    rectangle is an error, as are uncovered samples or features and ids out of range."""
     X, y = _prepare(X, y)
     n, d = X.shape
     sample_sets, feature_sets, problems = [], [], []

@@ -1,7 +1,7 @@
 """One comparison: every method tuned on the same problem, then run for the same number of
-outer iterations and for the same simulated wall time (design section 3's time model at
-one latency), and the verdict of which reaches the lowest relative loss and the highest
-validation accuracy.
+outer iterations and for the same simulated wall time (the time model of docs/algorithm.md
+section 3 at one latency), and the verdict of which reaches the lowest relative loss and the
+highest validation accuracy.
 
 Methods that cannot run a setting (ADMM under partial participation) are left out of it.
 Equal wall time: the budget is HyFDCA's simulated time after ``rounds`` rounds; each other

@@ -1,5 +1,5 @@
 """The methods an experiment compares, their hyperparameter spaces, and one run of each
-on a FederatedDataset with the time model of design section 3.
+on a FederatedDataset with the time model of docs/algorithm.md section 3.
 
 Encryption time. HyFDCA runs with exact operation counts (the plaintext backend counts
 every encrypt, decrypt, add and multiply; the batched engine, which gives the same bits,

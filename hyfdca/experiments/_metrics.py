@@ -1,8 +1,8 @@
 """The paper's seven hyperparameter-selection metrics (HyFDCA supplement, section 7.3), the
 time model and the moving-average smoothing of its plots.
 
-Wall time per round (design section 3): slowest client's computation + encryption time +
-round trips x latency, for latencies 0, 0.2575 s and 0.6 s.
+Wall time per round (docs/algorithm.md section 3, time model): slowest client's
+computation + encryption time + round trips x latency, for latencies 0, 0.2575 s and 0.6 s.
 """
 
 import numpy as np

@@ -37,7 +37,7 @@ def test_fit_records_the_schedule():
 
 
 def _closed_form_grad(z, zb, y, tau, variant):
-    """The note's closed-form d DKD / dz, per row, divided by n (the loss is a batch mean)."""
+    """The closed-form d DKD / dz, per row, divided by n (the loss is a batch mean)."""
     ts, tt_b, tt_p, scale = (tau, tau, tau, tau * tau) if variant == "B" else (1, 1, tau, 1)
     n, C = z.shape
     grad = np.zeros_like(z)

@@ -1,4 +1,4 @@
-"""The reconstruction attacks of design section 2 on what the server saw: they recover the
+"""The reconstruction attacks of docs/threat-model.md on what the server saw: they recover the
 clients' data from a plaintext run and nothing better than chance from an encrypted one."""
 
 import dataclasses

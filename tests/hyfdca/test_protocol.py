@@ -1,4 +1,5 @@
-"""HyFDCA protocol: exactness (design section 4), convergence, accounting, reproducibility."""
+"""HyFDCA protocol: exactness (docs/algorithm.md section 7), convergence, accounting,
+reproducibility."""
 
 import json
 
@@ -93,8 +94,9 @@ def test_converges_to_the_centralized_optimum(small, p_star, name, participation
     assert abs(last["relative_loss"]) <= 1e-4
 
 
-def test_paper_variant_diverges_where_the_design_says(small, p_star):
-    """Design section 5: sigma = 1 with added sample-group updates blows up (3x3 hybrid)."""
+def test_paper_variant_diverges_on_a_hybrid_grid(small, p_star):
+    """docs/algorithm.md section 5, lesson (a): sigma = 1 with added sample-group updates
+    blows up (3x3 hybrid)."""
     X, y = small
     settings = HyFDCASettings.from_variant("paper", lam=LAM, H=100)
     _, history = run_hyfdca(P.hybrid_grid(X, y, 3, 3), settings, max_rounds=60,
