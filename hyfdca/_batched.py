@@ -6,9 +6,9 @@ fixed-point integers for alpha, dalpha and the inner-product parts, the masked s
 fixed-point shares) and gives the same bits: alpha, w and every round's step. What it
 drops is the per-message machinery: no transport, no message objects, no per-client
 Python loop, no traffic accounting. The round record's ``rtc`` is counted from the
-phases (``_round.plan_round``) and the plain backend's operation counts (encrypt, decrypt, add, multiply: the values each phase
-encrypts, decrypts and adds) from the union, the synced rows and the draws, equal to the
-message protocol's (tested); bytes are reported as 0. ``compute_seconds`` estimates the
+phases (``_round.plan_round``) and the plain backend's operation counts (encrypt,
+decrypt, add, multiply: the values each phase encrypts, decrypts and adds) from the
+union, the synced rows and the draws, equal to the message protocol's (tested); bytes are reported as 0. ``compute_seconds`` estimates the
 slowest client's LocalDualMethod time: the batched kernel's CPU time (wall time x Numba
 threads) apportioned to clients by the size of their steps (non-zeros of the drawn rows
 + 1 per step). ``updates`` counts the round's coordinate updates.
