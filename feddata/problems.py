@@ -4,7 +4,7 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.model_selection import train_test_split
 
-from feddata import datasets
+from feddata.datasets import load_dataset
 from feddata.partition import partition_from_spec
 
 
@@ -16,7 +16,7 @@ def federated_problem(name, partition, *, seed=0, positive_class=0, validation_s
     for validation; the rest is split by the partition spec (``partition_from_spec``).
     The quadrant scheme appends a bias feature to the federated blocks: the validation
     matrix gets the same column."""
-    ds = datasets.load_dataset(name)
+    ds = load_dataset(name)
     y, positive = ds.y, None
     if ds.classes is not None and len(ds.classes) > 2:
         if not 0 <= positive_class < len(ds.classes):

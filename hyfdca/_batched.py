@@ -8,8 +8,8 @@ drops is the per-message machinery: no transport, no message objects, no per-cli
 Python loop, no traffic accounting. The round record's ``rtc`` is counted from the
 phases (``_round.plan_round``) and the plain backend's operation counts (encrypt,
 decrypt, add, multiply: the values each phase encrypts, decrypts and adds) from the
-union, the synced rows and the draws, equal to the message protocol's (tested); bytes are reported as 0. ``compute_seconds`` estimates the
-slowest client's LocalDualMethod time: the batched kernel's CPU time (wall time x Numba
+union, the synced rows and the draws, equal to the message protocol's (tested); bytes
+are reported as 0. ``compute_seconds`` estimates the slowest client's LocalDualMethod time: the batched kernel's CPU time (wall time x Numba
 threads) apportioned to clients by the size of their steps (non-zeros of the drawn rows
 + 1 per step). ``updates`` counts the round's coordinate updates.
 
@@ -38,8 +38,8 @@ from hyfdca._batched_layout import (Blocks, Draws, Duals, Params, RoundArrays, S
                                     UnionHoldings, structure_arrays)
 from hyfdca._draws import stream_key
 from hyfdca._round import (aggregation_weights, choose_step, correction_factors,
-                           draws_all_samples, eligible_samples, is_full_step, plan_round,
-                           sampling_streams, step_bits)
+                           draws_all_samples, eligible_samples, is_full_step,
+                           margins_are_local, plan_round, sampling_streams, step_bits)
 
 BACKENDS = ("numba", "cupy")
 # Global column ids cost 4 bytes per non-zero (a third of the CSR); by default they are kept
@@ -94,7 +94,6 @@ class BatchedHyFDCA:
         self.participation = Participation(s.participation, s.fraction, self.n_clients,
                                            self.seed)
         self.round = 0
-        self.last_step = 1.0
         self._gpu = None
         if backend == "cupy":
             from hyfdca._cupy_kernels import CupyKernels
@@ -154,7 +153,7 @@ class BatchedHyFDCA:
             y=y, q=q, rho=correction_factors(s.rho, q, partial),
             update_weight=aggregation_weights(counts[hold_sample]),
             inv_holders=1.0 / np.asarray(counts[hold_sample], dtype=np.float64))
-        self.local_margins = bool(np.all(counts == 1))
+        self.local_margins = margins_are_local(counts)
         self.step_bits = step_bits(s)
         self.params = Params(alpha_scale=2.0 ** -(self.frac_bits + self.step_bits),
                              frac_scale=2.0 ** self.frac_bits,
@@ -203,10 +202,9 @@ class BatchedHyFDCA:
         self.shares = np.zeros((3, K))
 
     def state_arrays(self):
-        """Every array the engine holds (for memory accounting)."""
-        return structure_arrays(self.blocks, self.duals, self.draws, self.arrays,
-                                self.scratch, *self.lists) + [
-            self.w, self.dw, self.present_now, self.avail_mask, self.shares]
+        """Every array the engine holds, in its structures or as attributes (for memory
+        accounting)."""
+        return structure_arrays(vars(self).values())
 
     # --- views matching the message protocol ---------------------------------------------
 
@@ -295,7 +293,6 @@ class BatchedHyFDCA:
         kern.settle(avail, B, P, duals, R, cur, g, is_full_step(m, s), self.version)
         dw *= g  # w + g dw, as the protocol's server computes it, without temporaries
         self.w += dw
-        self.last_step = g
         if plan.second_inner_product:
             kern.inner_products(avail, B, P, R, cur, True, self.w, X.wk)
             self._check("an inner product")

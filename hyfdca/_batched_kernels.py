@@ -8,8 +8,8 @@ lives in one concatenated CSR (``indptr`` over all holdings, column ``indices`` 
 client's LOCAL feature coordinates); a holding h is a (client, local sample) pair, rows
 ``row_off[k]:row_off[k+1]`` are client k's; a feature holding is a (client, local
 feature) pair, ``feat_off[k]:feat_off[k+1]`` are client k's. What a round decides
-(steps, weights, line-search terms) comes from ``hyfdca._round``. The kernels repeat the plaintext protocol's arithmetic operation for operation (client-side floats,
-the fixed-point integers of the plain crypto backend, NumPy's summation order where the
+(steps, weights, line-search terms) comes from ``hyfdca._round``. The kernels repeat the
+plaintext protocol's arithmetic operation for operation (client-side floats, the fixed-point integers of the plain crypto backend, NumPy's summation order where the
 protocol sums with NumPy), so that both engines give the same bits.
 
 Errors (a fixed-point overflow) cannot be raised inside a parallel loop: kernels set
@@ -541,7 +541,8 @@ def dual_aggregation(avail_mask, B, R, n_union, stamp):
 
 
 @njit(cache=True)
-def primal_updates(avail, round_, stamp, B, P, duals, D, R, prev, cur, X, line_search, shares, predraw, permuted, token, w, dw):
+def primal_updates(avail, round_, stamp, B, P, duals, D, R, prev, cur, X, line_search, shares,
+                   predraw, permuted, token, w, dw):
     """Phase D, client after client (the order in which the server adds the changes): each
     available client's PrimalUpdate in one pass over its rows.
 

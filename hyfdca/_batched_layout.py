@@ -119,6 +119,12 @@ class UnionHoldings(NamedTuple):
                    np.full(n_clients, -1, dtype=np.int64))
 
 
-def structure_arrays(*structures):
-    """Every array held by the given structures (for memory accounting)."""
-    return [value for s in structures for value in s if isinstance(value, np.ndarray)]
+def structure_arrays(values):
+    """Every array among ``values``, looking inside tuples (the structures) and lists."""
+    found = []
+    for value in values:
+        if isinstance(value, np.ndarray):
+            found.append(value)
+        elif isinstance(value, (tuple, list)):
+            found += structure_arrays(value)
+    return found

@@ -55,6 +55,9 @@ class Client:
         self.inv_holders = 1.0 / np.asarray(holder_counts, dtype=np.float64)
         self.H = settings.inner_steps(self.n_local)
         self.drawn = np.zeros(0, dtype=np.int64)
+        # seconds of its last LocalDualMethod: a measurement for the simulation's time
+        # model, never sent (how long the steps took would tell how many samples moved)
+        self.compute_seconds = 0.0
         self._eval_alpha = self.alpha
         self._refresh = None
         # alpha is the copy the server's w accounts for; the last tentative step
@@ -154,7 +157,8 @@ class Client:
         self.w = message.w
         if message.sync is not None:
             self._apply_sync(message.sync)
-        rows = self.X[message.requested]
+        every_row = np.array_equal(message.requested, np.arange(self.n_local))
+        rows = self.X if every_row else self.X[message.requested]
         return msg.InnerProductParts(parts=self.keys.encrypt(rows @ self.w),
                                      refresh=self._take_refresh())
 
@@ -175,13 +179,12 @@ class Client:
                                       self.alpha, z, self.q, self.rho, self.drawn,
                                       s.loss_code, s.lam_n, s.sigma_bound, s.smoothing,
                                       self.X.shape[1])
-        seconds = time.perf_counter() - start
+        self.compute_seconds = time.perf_counter() - start
         # every drawn sample, zeros included: which ones did not move would tell the
         # server about their margins (for hinge, alpha_i = 0 and no step means y_i z_i >= 1)
         drawn = np.unique(self.drawn)
         dalpha = self.keys.encrypt(dalpha[drawn] * self.update_weight[drawn])
-        return msg.DualUpdate(positions=drawn, dalpha=dalpha, compute_seconds=seconds,
-                              refresh=self._take_refresh())
+        return msg.DualUpdate(positions=drawn, dalpha=dalpha, refresh=self._take_refresh())
 
     # --- step 6: second primal aggregation, line-search shares -------------------------
 

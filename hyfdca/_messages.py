@@ -97,13 +97,11 @@ class Margins:
 
 @dataclass(frozen=True)
 class DualUpdate:
-    """Client -> server: Enc(dalpha_i / |C_i|) for the samples it drew (positions), the
-    seconds its LocalDualMethod took (the time model's compute), and the refresh of a
-    dual sync that came with the margins."""
+    """Client -> server: Enc(dalpha_i / |C_i|) for the samples it drew (positions), and
+    the refresh of a dual sync that came with the margins."""
 
     positions: np.ndarray
     dalpha: EncryptedVector
-    compute_seconds: float = 0.0
     refresh: DualRefresh | None = None
 
 
@@ -119,8 +117,8 @@ class TentativeStep:
     present_holders: np.ndarray
     participants: np.ndarray
     tag: str
-    round: int = 0
-    predraw: bool = False
+    round: int
+    predraw: bool
 
 
 @dataclass(frozen=True)

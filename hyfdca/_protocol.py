@@ -34,7 +34,7 @@ from crypto import deal_keys, masked_total
 from feddata import Participation
 from hyfdca import _messages as msg
 from hyfdca._client import Client
-from hyfdca._round import eligible_samples, plan_round, sampling_streams
+from hyfdca._round import eligible_samples, margins_are_local, plan_round, sampling_streams
 from hyfdca._server import Server
 from hyfdca._transport import InProcessTransport
 
@@ -59,10 +59,13 @@ class HyFDCARun:
         The one seed behind participation and index draws.
     record : bool
         Keep every message the server receives (``transport.server_inbox``), for audits.
+    transport : callable or None
+        ``transport(clients, evaluator, record) -> Transport``: how the messages travel
+        (default :class:`InProcessTransport`).
     """
 
     def __init__(self, dataset, settings, *, crypto="plain", crypto_options=None,
-                 frac_bits=32, seed=0, record=False):
+                 frac_bits=32, seed=0, record=False, transport=None):
         self.dataset = dataset
         self.settings = settings.bind(dataset)
         self.seed = int(seed)
@@ -77,8 +80,8 @@ class HyFDCARun:
         self.clients = [Client(k, b, q[b.sample_ids], counts[b.sample_ids], keys, masker,
                                self.settings, streams[k])
                         for k, b in enumerate(dataset.blocks)]
-        self.transport = InProcessTransport(self.clients, evaluator, record=record)
-        self.local_margins = bool(np.all(counts == 1))
+        self.transport = (transport or InProcessTransport)(self.clients, evaluator, record)
+        self.local_margins = margins_are_local(counts)
         self.participation = Participation(self.settings.participation, self.settings.fraction,
                                            len(self.clients), self.seed)
         self.round = 0
@@ -109,30 +112,32 @@ class HyFDCARun:
 
         if plan.dual_sync_phase:
             eligible = self._eligible(avail)
-            replies = transport.exchange("dual sync + primal aggregation", {
-                k: server.round_start(k, eligible[k], self.round) for k in avail})
-            for k, reply in replies.items():
-                server.receive_primal(k, reply)
+            transport.exchange("dual sync + primal aggregation", avail,
+                               lambda k: server.round_start(k, eligible[k], self.round),
+                               server.receive_primal)
 
         server.start_inner_products(avail)
         if plan.inner_products:
-            replies = transport.exchange("secure inner product", {
-                k: server.weights_message(k, with_sync=not plan.dual_sync_phase)
-                for k in avail})
-            for k, reply in replies.items():
-                server.receive_parts(k, reply)
+            transport.exchange("secure inner product", avail,
+                               lambda k: server.weights_message(
+                                   k, with_sync=not plan.dual_sync_phase),
+                               server.receive_parts)
             server.sum_parts()
 
         server.start_dual_aggregation(avail)
-        replies = transport.exchange("local dual method", {
-            k: server.margins_message(k, with_weights=self.local_margins) for k in avail})
-        for k, reply in replies.items():
-            server.receive_dual_update(k, reply)
-        compute = max((reply.compute_seconds for reply in replies.values()), default=0.0)
+        transport.exchange("local dual method", avail,
+                           lambda k: server.margins_message(k, with_weights=self.local_margins),
+                           server.receive_dual_update)
+        # the simulation's time model: the slowest client's LocalDualMethod (measured by
+        # the clients, not part of any message)
+        compute = max((self.clients[k].compute_seconds for k in avail), default=0.0)
 
         tag = f"round-{self.round}"
-        updates = transport.exchange("primal aggregation", {
-            k: server.delta_message(k, avail, tag, self.round, plan.predraw) for k in avail})
+        updates = {}
+        transport.exchange("primal aggregation", avail,
+                           lambda k: server.delta_message(k, avail, tag, self.round,
+                                                          plan.predraw),
+                           updates.__setitem__)
         revealed = None
         if self.settings.line_search:
             revealed = masked_total([u.shares for u in updates.values()], self.frac_bits)
@@ -140,11 +145,11 @@ class HyFDCARun:
         g = server.finish_round(updates, revealed, draws)
 
         if plan.second_inner_product:
-            replies = transport.exchange("second secure inner product", {
-                k: msg.WeightsAndRequest(server.w[server.feature_ids[k]],
-                                         np.arange(server.sample_ids[k].size)) for k in avail})
-            for k, reply in replies.items():
-                server.store_all_parts(k, reply)
+            transport.exchange("second secure inner product", avail,
+                               lambda k: msg.WeightsAndRequest(
+                                   server.w[server.feature_ids[k]],
+                                   np.arange(server.sample_ids[k].size)),
+                               server.store_all_parts)
 
         traffic = transport.take_traffic()
         after = self.counts.as_dict()
@@ -167,18 +172,21 @@ class HyFDCARun:
         transport, server = self.transport, self.server
         everyone = np.arange(len(self.clients))
         saved = transport.take_traffic()
-        replies = transport.exchange("certificate: dual sync + primal aggregation", {
-            k: server.dual_sync(k, commit=False) for k in everyone})
-        w = server.aggregate_primal([reply.v for reply in replies.values()])
-        replies = transport.exchange("certificate: inner products", {
-            k: msg.WeightsAndRequest(w[server.feature_ids[k]],
-                                     np.arange(server.sample_ids[k].size)) for k in everyone})
-        margins = server.full_margins({k: reply.parts for k, reply in replies.items()})
+        v, parts, shares = {}, {}, {}
+        transport.exchange("certificate: dual sync + primal aggregation", everyone,
+                           lambda k: server.dual_sync(k, commit=False),
+                           lambda k, reply: v.__setitem__(k, reply.v))
+        w = server.aggregate_primal([v[k] for k in everyone])
+        transport.exchange("certificate: inner products", everyone,
+                           lambda k: msg.WeightsAndRequest(
+                               w[server.feature_ids[k]], np.arange(server.sample_ids[k].size)),
+                           lambda k, reply: parts.__setitem__(k, reply.parts))
+        margins = server.full_margins(parts)
         tag = f"certificate-{self.round}"
-        replies = transport.exchange("certificate: loss and conjugate sums", {
-            k: server.eval_message(k, margins, everyone, tag) for k in everyone})
-        loss_sum, conj_sum = masked_total([r.shares for r in replies.values()],
-                                          self.frac_bits)
+        transport.exchange("certificate: loss and conjugate sums", everyone,
+                           lambda k: server.eval_message(k, margins, everyone, tag),
+                           lambda k, reply: shares.__setitem__(k, reply.shares))
+        loss_sum, conj_sum = masked_total([shares[k] for k in everyone], self.frac_bits)
         self.certificate_traffic = transport.take_traffic()
         transport.traffic = saved
         reg = 0.5 * self.settings.lam * float(w @ w)

@@ -1,10 +1,11 @@
 """The round's maths: every algorithmic decision of a HyFDCA round, made here once.
 
-Both engines call this module and decide nothing of their own: the message engine
+Both engines call this module for every rule of a round: the message engine
 (``_protocol``, ``_client``, ``_server``) and the batched engine (``_batched``,
-``_batched_kernels``, whose CUDA copy ``_cupy_kernels`` repeats ``local_step``). A change
-to the algorithm is a change here; the engines only move the values (docs/algorithm.md
-sections 3 and 4, docs/architecture.md).
+``_batched_kernels``, whose CUDA copy ``_cupy_kernels`` repeats ``local_step`` in C). A
+change to the algorithm is a change here; the engines move the values and read only
+plain switches from the settings (draws permuted or random, line search on or off)
+(docs/algorithm.md sections 3 and 4, docs/architecture.md).
 
 - Which phases a round runs: :func:`plan_round`.
 - Which samples move: who shares an index stream (:func:`sampling_streams`), which
@@ -48,6 +49,12 @@ class RoundPlan(NamedTuple):
     def round_trips(self):
         """C and D always, A, B and E when they run."""
         return 2 + self.dual_sync_phase + self.inner_products + self.second_inner_product
+
+
+def margins_are_local(holder_counts):
+    """True when every sample has one holder (horizontal data): a client computes its
+    margins itself and phase B never runs."""
+    return bool(np.all(np.asarray(holder_counts) == 1))
 
 
 def plan_round(settings, round_, local_margins):

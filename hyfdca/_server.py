@@ -1,7 +1,7 @@
 """The HyFDCA server: plaintext w; alpha only encrypted.
 
-State (docs/algorithm.md section 2): w = sum_k v_k, kept as the sum of the changes of v_k the clients
-report (so stale contributions of absent clients stay in it); Enc(alpha) at
+State (docs/algorithm.md section 2): w = sum_k v_k, kept as the sum of the changes of v_k
+the clients report (so stale contributions of absent clients stay in it); Enc(alpha) at
 scale 2^(f + step bits); each client's stored Enc(x_i^k . w) parts (stale for absent
 ones); which alpha entries changed since each client last synced. It holds an Evaluator,
 never a private key, and no data or labels.
@@ -32,7 +32,6 @@ class Server:
         self.changed_at = np.zeros(self.n_samples, dtype=np.int64)
         self.synced_at = np.zeros(len(self.sample_ids), dtype=np.int64)
         self.drawn = [np.zeros(0, dtype=np.int64) for _ in self.sample_ids]
-        self.last_step = 1.0
 
     # --- dual sync ---------------------------------------------------------------------
 
@@ -164,7 +163,6 @@ class Server:
             if next_draws is not None:
                 self.drawn[k] = next_draws[k]
         self.w = self.w + g * dw
-        self.last_step = g
         return g
 
     def store_all_parts(self, k, reply):

@@ -48,9 +48,9 @@ class HyFDCASettings:
     ``H`` (inner steps per client and round) or ``iic`` (the paper's inner-iterations
     constant: H_k = max(min(min_H, |I_k|), round(iic * |I_k|))) must be given.
     ``step_cap`` bounds the server's step g (the line search's g* is clipped to
-    [0, step_cap]; without line search g = step_cap: a damped step). ``sigma``
-    is a number or "safe"; ``rho`` is "one" (the paper) or "norm"; ``aggregation`` is "mean" (alpha_i
-    moves by the mean of its present holders' updates, absent ones counting as 0) or
+    [0, step_cap]; without line search g = step_cap: a damped step). ``sigma`` is a
+    number or "safe"; ``rho`` is "one" (the paper) or "norm"; ``aggregation`` is "mean"
+    (alpha_i moves by the mean of its present holders' updates, absent ones counting as 0) or
     "consistent" (only samples whose holders are all present are drawn).
     """
 

@@ -5,8 +5,8 @@ back (docs/architecture.md).
 :meth:`~Transport.exchange` per round trip, a message per client down and a reply per
 client up. ``Server`` and ``Client`` never see the transport: the server builds the
 messages, a client answers them (``Client.handle``). :class:`InProcessTransport` hands
-them to Client objects in this process; a networked transport (processes, sockets)
-implements ``exchange`` with the same accounting and carries the messages as bytes
+them to Client objects in this process; a networked transport (processes, sockets) would
+implement ``exchange`` with the same accounting and carry the messages as bytes
 (``hyfdca._messages.encode_message``).
 """
 
@@ -44,10 +44,16 @@ class Transport(ABC):
         self.traffic = Traffic()
 
     @abstractmethod
-    def exchange(self, phase, messages):
-        """One round trip: ``messages`` maps client id -> message; returns client id ->
-        reply, in the same order. Implementations call :meth:`_sent` and
-        :meth:`_received` for each message and reply."""
+    def exchange(self, phase, clients, build, receive):
+        """One round trip with ``clients`` (ids, in order): client k is sent ``build(k)``
+        and its reply is handed to ``receive(k, reply)``, in client order.
+
+        :class:`InProcessTransport` builds client k's message after the replies of the
+        clients before it were received (the one-process order, in which a refresh of
+        shared ciphertexts by one client spares the next). A networked transport may
+        build every message first and send them at once: the iterates are the same, the
+        masking backend's refresh traffic can be larger. Implementations call
+        :meth:`_open` once and :meth:`_sent` / :meth:`_received` per message."""
 
     def _open(self, phase):
         self.traffic.rtc += 1
@@ -78,11 +84,11 @@ class InProcessTransport(Transport):
         super().__init__(evaluator, record)
         self.clients = clients
 
-    def exchange(self, phase, messages):
+    def exchange(self, phase, clients, build, receive):
         self._open(phase)
-        replies = {}
-        for k, message in messages.items():
+        for k in clients:
+            message = build(k)
             self._sent(phase, k, message)
-            replies[k] = reply = self.clients[k].handle(message)
+            reply = self.clients[k].handle(message)
             self._received(phase, k, reply)
-        return replies
+            receive(k, reply)

@@ -19,7 +19,6 @@ can do with a real one.
 
 import numpy as np
 
-from crypto import EncryptedVector
 from hyfdca import _messages as msg
 
 _MASK64 = (1 << 64) - 1

@@ -9,7 +9,6 @@ problems are solved one by one and their objectives summed, as SDCA sums them.
 import warnings
 
 import numpy as np
-import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import LogisticRegression

