@@ -64,3 +64,17 @@ def test_quantized_step():
     assert quantize_step(1.0, 16) == (65536, 1.0)
     assert quantize_step(0.3, 4) == (5, 0.3125)
     assert quantize_step(0.7, 0) == (1, 1.0)
+
+
+def test_settings_that_need_the_data_refuse_to_be_used_unbound():
+    from feddata.partition import hybrid_grid
+    from hyfdca import HyFDCASettings
+
+    settings = HyFDCASettings.from_variant("sigma-safe", lam=0.1, H=5)
+    for name in ("lam_n", "sigma_bound"):
+        with pytest.raises(RuntimeError, match="bind"):
+            getattr(settings, name)
+    rng = np.random.default_rng(0)
+    X, y = rng.normal(size=(12, 4)), np.where(rng.random(12) < 0.5, 1.0, -1.0)
+    bound = settings.bind(hybrid_grid(X, y, 2, 2))
+    assert bound.lam_n == 0.1 * 12 and bound.sigma_bound == 2.0
