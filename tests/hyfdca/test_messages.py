@@ -135,3 +135,13 @@ def test_a_transport_of_bytes_gives_the_same_run(crypto):
     if crypto == "plain":  # (mask: refreshes of shared samples can be repeated)
         assert [r["bytes_up"] for r in ra] == [r["bytes_up"] for r in rb]
     assert ca[0] == cb[0] and ca[1] == cb[1]
+
+
+def test_packed_ciphertexts_round_trip_through_bytes():
+    """fast-paillier packing (several values per ciphertext) survives the wire too."""
+    keys, _, _ = deal_keys("fast-paillier", n_length=512, insecure=True, slots=4)
+    values = np.random.default_rng(1).normal(size=10)
+    enc = keys.encrypt(values)
+    assert enc.slots == 4 and len(enc.payload) == 3
+    message = msg.EvalRequest(enc, np.arange(3), "certificate-0")
+    _same(message, decode_message(encode_message(message)), keys)
