@@ -197,7 +197,9 @@ class BatchedHyFDCA:
         self.w = np.zeros(d)
         self.dw = np.zeros(d)
         # per-round buffers kept between rounds (a fresh allocation costs page faults)
-        self.present_now = np.zeros(N, dtype=np.int64)  # present holders at phase A
+        # present holders at phase A, counted only where the eligibility rule needs them
+        self.present_now = np.zeros(0 if draws_all_samples(s.aggregation) else N,
+                                    dtype=np.int64)
         self.avail_mask = np.zeros(K, dtype=bool)
         self.shares = np.zeros((3, K))
 
