@@ -21,28 +21,33 @@ from hyfdca._settings import HyFDCASettings
 
 @dataclass(frozen=True)
 class Space:
-    """A hyperparameter drawn log-uniformly from [low, high] (``integer``: rounded)."""
+    """A hyperparameter drawn log-uniformly from [low, high]. ``per_convexity``: the range
+    is of the value times the local objective's strong convexity lam + mu (the value is
+    divided by it)."""
 
     low: float
     high: float
+    per_convexity: bool = False
 
     def draw(self, rng):
         return float(np.exp(rng.uniform(np.log(self.low), np.log(self.high))))
 
 
 # The paper tunes HyFDCA's inner-iterations constant only; FedAvg's iic, a and b; HyFEM's
-# iic, a, b and its matching weight mu (HyFDCA supplement, Tables 2-4).
+# iic, a, b and its matching weight mu (HyFDCA supplement, Tables 2-4). The SGD step
+# a / (b + t) must reach what theory recommends for a (lam + mu)-strongly convex local
+# objective, the Pegasos step 1 / ((lam + mu) t): a (lam + mu) is drawn from [1e-4, 2]
+# (a fixed range of a, such as [1e-2, 1e2], never reaches 1/lam = 1e4 at lam = 1e-4).
+SGD_SPACE = {"iic": Space(1e-3, 1.0), "a": Space(1e-4, 2.0, per_convexity=True),
+             "b": Space(1.0, 1e4)}
 SPACES = {
     "HyFDCA": {"iic": Space(1e-3, 1.0)},
-    "FedAvg": {"iic": Space(1e-3, 1.0), "a": Space(1e-2, 1e2), "b": Space(1.0, 1e4)},
-    "HyFEM": {"iic": Space(1e-3, 1.0), "a": Space(1e-2, 1e2), "b": Space(1.0, 1e4),
-              "mu": Space(1e-3, 10.0)},
+    "FedAvg": SGD_SPACE,
+    "HyFEM": {**SGD_SPACE, "mu": Space(1e-3, 10.0)},
     # not in the paper's comparison; selectable (ADMM needs full participation)
     "D3CA": {"iic": Space(1e-2, 3.0)},
     "ADMM": {"rho": Space(1e-2, 1e2)},
 }
-DEFAULTS = {"HyFDCA": {}, "FedAvg": dict(iic=0.1, a=1.0, b=10.0),
-            "HyFEM": dict(iic=0.1, a=1.0, b=10.0, mu=0.5), "D3CA": {}, "ADMM": {}}
 METHODS = ("HyFDCA", "FedAvg", "HyFEM")       # the paper's comparison
 ALL_METHODS = tuple(SPACES)
 BASELINES = {"FedAvg": FedAvg, "HyFEM": HyFEMLinear, "D3CA": D3CA, "ADMM": BlockSplittingADMM}
@@ -53,9 +58,24 @@ def applicable(method, problem):
     return method != "ADMM" or problem.participation == "full" or problem.fraction >= 1.0
 
 
+def default_params(method, lam):
+    """The first candidate of a search: HyFDCA's variant defaults; for the SGD baselines
+    one local epoch with the Pegasos step a / (b + t), a = 1 / (strong convexity), b = 10:
+    a = 1/lam for FedAvg, 1/(lam + mu) for HyFEM (mu = 0.5)."""
+    if method == "FedAvg":
+        return dict(iic=1.0, a=1.0 / lam, b=10.0)
+    if method == "HyFEM":
+        return dict(iic=1.0, a=1.0 / (lam + 0.5), b=10.0, mu=0.5)
+    return {}
+
+
 def draw_params(method, rng, lam):
     """One random draw from the method's space; step sizes kept stable (a lam / b < 1)."""
-    params = {name: space.draw(rng) for name, space in SPACES[method].items()}
+    spaces = SPACES[method]
+    params = {name: space.draw(rng) for name, space in spaces.items()}
+    convexity = lam + params.get("mu", 0.0)
+    params.update({name: params[name] / convexity for name, space in spaces.items()
+                   if space.per_convexity})
     if "a" in params:
         limit = 0.5 * params["b"] / (lam + params.get("mu", 0.0))
         params["a"] = min(params["a"], limit)

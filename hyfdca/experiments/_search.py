@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from hyfdca.experiments._gra import grey_relational_grades
-from hyfdca.experiments._methods import ALL_METHODS, DEFAULTS, draw_params, run_method
+from hyfdca.experiments._methods import ALL_METHODS, default_params, draw_params, run_method
 from hyfdca.experiments._metrics import LARGER_IS_BETTER, METRIC_NAMES, diverged, \
     selection_metrics
 
@@ -37,7 +37,8 @@ def tune(method, problem, *, rounds, max_candidates=8, budget_seconds=None, cost
     for i in range(max_candidates):
         if i and budget_seconds is not None and time.perf_counter() - start > budget_seconds:
             break
-        params = dict(DEFAULTS[method]) if i == 0 else draw_params(method, rng, problem.lam)
+        params = (default_params(method, problem.lam) if i == 0
+                  else draw_params(method, rng, problem.lam))
         tried += 1
         try:
             history = run_method(method, problem, params, rounds=rounds,

@@ -24,7 +24,7 @@ FULL = dict(datasets={"fashion-mnist": ("quadrants:5", "quadrants:500", "quadran
                       "a9a": ("3x3", "5x5", "12x12"),
                       "sms-spam": ("3x3", "5x5", "12x12"),
                       "news20-like": ("dealt:3x3", "dealt:5x5", "dealt:12x12")},
-            fractions=FRACTIONS, lam=1e-4, rounds=1000, tune_rounds=200, max_candidates=20,
+            fractions=FRACTIONS, lam=1e-4, rounds=1000, tune_rounds=200, max_candidates=40,
             budget_seconds=600, eval_every=10)
 
 

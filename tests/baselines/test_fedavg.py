@@ -142,3 +142,4 @@ def test_fedavg_reduces_the_objective_on_a_horizontal_split(small):
 def test_bad_settings_are_named(small, kwargs, message):
     with pytest.raises(ValueError, match=message):
         FedAvg(P.horizontal(*small, 2), **kwargs)
+
