@@ -1,48 +1,45 @@
 #!/usr/bin/env python
-"""HyFDCA variants on a9a (hinge, lam = 1e-4): rounds and simulated time to a target.
+"""The regime matrix of HyFDCA: data x partition x participation x lam x variant.
 
-For every partition (P sample groups x Q feature groups, ``hybrid_grid``) and participation
-model (full; a random half of the clients each round) the script runs
+Every cell runs HyFDCA (hinge, seed 0, the batched engine: plaintext, the message
+protocol's iterates bit for bit) from alpha = 0 and evaluates the certificate every
+``--eval-every`` rounds. Per cell it reports
 
-* ``paper``       the published method, at each H of a small grid (the best is reported,
-                  with its H: fewest rounds to 5e-2, then to 1e-2, then lowest final loss);
-* ``sigma-safe``, ``rho``, ``line-search``, ``combined``   at their default iic;
-* ``auto``        the default (``auto-full`` under full participation or on horizontal
-                  data, ``auto-partial`` otherwise), at its default iic (1 and 0.01) and at
-                  an iic sweep (full: 0.1, 0.3, 3.0; half participation: 0.03, 0.1).
+* cert 5e-2, cert 1e-2: the first evaluated round whose duality gap is at most
+  5e-2 P* (1e-2 P*): the certificate proves (P(w(alpha)) - P*)/P* below the target;
+* worst after 50: the largest relative loss (P(w(alpha)) - P*)/P* at an evaluation from
+  round 50 on (the primal is noisy: docs/algorithm.md section 5, lesson (d));
+* final: the relative loss at the last evaluation;
+* status: ``ok`` (reached cert 1e-2, where the cell stops), ``>budget``, or
+  ``diverged``: a fixed-point overflow or a gap that is no longer finite (the cell stops
+  there), or, after round 50, a relative loss above its round-0 value (the cell goes on,
+  so that its later rounds are seen too; it stops if the loss passes 1,000 times its
+  round-0 value).
 
-Each run reports the rounds (and simulated seconds: slowest client's compute + RTC x
-0.2575 s, ``History.simulated_time``) to reach a relative loss (P(w(alpha)) - P*)/P* <= 5e-2
-and <= 1e-2, P* from ``solvers.reference_optimum`` (computed once). The certificate is
-evaluated every ``--eval-every`` rounds, so rounds to target are resolved to that
-granularity (the first evaluated round at or under the target). A run stops when it has
-reached 1e-2, when it diverges (gap not finite, or relative loss > ``--diverge-at``), or at
-the round budget (full mode: 1,000 rounds at full participation, 2,000 at half; the paper on
-3x3 at full participation gets 5,000 so that the headline ratio can be decided); a target
-not reached is reported as ``>budget``. "final" is the relative loss at the last evaluation
-(the stopping round). The primal P(w(alpha)) is noisy from round to round
-(docs/algorithm.md section 5, lesson (d)): a first hit of a target can be a lucky iterate
-followed by much larger values. So the table also gives "cert. 5e-2", the first evaluated
-round whose certificate proves the target
-(gap <= 5e-2 P*, hence P - P* <= 5e-2 P* and P* - D <= 5e-2 P*); runs continue until both
-1e-2 (relative loss) and the certified 5e-2 are reached.
+P* comes from ``solvers.centralized_solution`` on the pooled training data of each
+partition (the quadrant scheme appends a bias feature), per lam.
 
-The certificate costs about as much as several rounds' compute on full a9a, so the full mode
-evaluates it every 10 rounds and the quick mode every 5.
+The matrix (the full mode; hours on 2 cores, ``--jobs`` spreads cells over processes):
+data {a9a, SMS spam TF-IDF, Fashion-MNIST quadrants with 5 and 500 clients (label < 5
+against the rest), news20-like dealt} x partitions {3x3, 5x5, 12x12 where the data allows}
+x participation {1, 0.9, 0.5, 0.1, cyclic with 3 subsets} x lam {1e-4, 1e-5} x variant
+{paper, auto (the default)}. Budgets: 1,000 rounds at full participation, 2,000 at 0.9,
+3,000 at 0.5 and cyclic, 10,000 at 0.1. Data a machine does not have (a9a and SMS need
+``../shared/data`` or ``HYFDCA_DATA``, Fashion-MNIST ``apt-get install -y
+dataset-fashion-mnist``) is skipped with a message. ``--datasets``, ``--partitions``,
+``--participations``, ``--lams``, ``--variants`` run a slice.
 
-Run from the repository root:
+``--quick`` (about 2 minutes on 2 cores): a9a 3x3, every participation and lam, both
+variants, the full mode's budgets.
 
-    python benchmarks/hyfdca_variants.py            # full a9a, all partitions (~15-20 min)
-    python benchmarks/hyfdca_variants.py --quick    # 5,000-row subsample, 3x3 (< 60 s)
-    # the default alone at half participation (~40 s):
-    python benchmarks/hyfdca_variants.py --participations 0.5 --variants auto \
-        --auto-iic-partial ''
+Last line: ``headline: diverged_cells=<n> worst_rel_after_50=<x>
+a9a_3x3_f05_cert1e2=<rounds or >budget>``, over the cells of the default variant that
+ran (the paper's variant is in the table beside it); the last key is a9a 3x3 at
+participation 0.5 and lam 1e-4.
 
-Quick mode: a 5,000-row subsample (P* recomputed), 3x3 only: the paper's H grid and the
-default at full participation (600 rounds; paper 3,000), the default at half (600).
-
-The last output line is ``headline: paper_rounds_3x3=<a> default_rounds_3x3=<b>``: rounds
-to 5e-2 on 3x3 at full participation for the paper's best H and for the default (auto).
+    python benchmarks/hyfdca_variants.py --quick
+    python benchmarks/hyfdca_variants.py --jobs 2 --markdown
+    python benchmarks/hyfdca_variants.py --datasets a9a --participations 0.5,0.1
 """
 
 import os
@@ -52,7 +49,6 @@ for _var in ("OMP_NUM_THREADS", "NUMBA_NUM_THREADS", "OPENBLAS_NUM_THREADS",
     os.environ[_var] = "1"
 
 import argparse  # noqa: E402
-import math  # noqa: E402
 import multiprocessing as mp  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
@@ -62,301 +58,210 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np  # noqa: E402
 
-from feddata.history import History  # noqa: E402
-from hyfdca import HyFDCARun  # noqa: E402
-from hyfdca import HyFDCASettings  # noqa: E402
-from feddata.datasets import load_a9a  # noqa: E402
-from feddata.partition import hybrid_grid  # noqa: E402
-from solvers import reference_optimum  # noqa: E402
+from feddata.datasets import locate_dataset  # noqa: E402
+from feddata.partition import partition_from_spec  # noqa: E402
+from hyfdca import BatchedHyFDCA, HyFDCASettings  # noqa: E402
+from solvers import centralized_solution  # noqa: E402
 
-LOSS, LAM = "hinge", 1e-4
-LATENCY = 0.2575
+LOSS, SEED, DEFAULT = "hinge", 0, "auto"
 TARGETS = (5e-2, 1e-2)
-SEED = 0
+WARMUP = 50  # "worst after 50" and the divergence rule start here
+HOPELESS = 1e3  # a cell stops once its relative loss passes this many times round 0's
+PARTICIPATIONS = {"1": ("full", 1.0), "0.9": ("fraction", 0.9), "0.5": ("fraction", 0.5),
+                  "0.1": ("fraction", 0.1), "cyclic": ("cyclic", 1.0 / 3.0)}
+DATASETS = {  # name: (catalogue name, partitions)
+    "a9a": ("a9a", ("3x3", "5x5", "12x12")),
+    "sms-spam": ("sms-spam", ("3x3", "5x5", "12x12")),
+    "fashion-mnist": ("fashion-mnist", ("quadrants:5", "quadrants:500")),
+    "news20-like": ("news20-like", ("dealt:3x3", "dealt:5x5", "dealt:12x12")),
+}
+FULL = dict(datasets=tuple(DATASETS), participations=tuple(PARTICIPATIONS),
+            lams=(1e-4, 1e-5), variants=("paper", DEFAULT),
+            budget={"1": 1000, "0.9": 2000, "0.5": 3000, "0.1": 10000, "cyclic": 3000},
+            eval_every=10)
+QUICK = dict(FULL, datasets=("a9a",), partitions=("3x3",))
 
-FULL = dict(partitions=((3, 1), (1, 3), (3, 3), (5, 5)), participations=(1.0, 0.5),
-            paper_H=(10, 50, 200), variants=("sigma-safe", "rho", "line-search", "combined"),
-            auto_iic={1.0: (0.1, 0.3, 3.0), 0.5: (0.03, 0.1)},
-            budget={1.0: 1000, 0.5: 2000}, paper_budget_3x3=5000, eval_every=10,
-            subsample=None)
-# Quick: a 5,000-row subsample; 3x3 at full participation (paper and the default: the
-# headline), plus the default at half participation.
-QUICK = dict(partitions=((3, 3),), participations=(1.0, 0.5), paper_H=(10, 50, 200),
-             variants=(), auto_iic={1.0: (), 0.5: ()}, budget={1.0: 600, 0.5: 600},
-             paper_budget_3x3=3000, eval_every=5, subsample=5000, skip_paper_partial=True)
-
-_STATE = {}  # filled before the workers fork: data sets by partition, P*
+_STATE = {}  # filled before the workers fork: (dataset, partition) -> FederatedDataset
 
 
 def log(message):
     print(message, flush=True)
 
 
-# --- one run ------------------------------------------------------------------------------
+def load(name):
+    """(X, y, image_shape) with +-1 labels (Fashion-MNIST: label < 5 against the rest)."""
+    from feddata.datasets import load_dataset
 
-def run_to_target(dataset, settings, p_star, max_rounds, eval_every, diverge_at, seed=SEED):
-    """The loop of ``hyfdca.run_hyfdca`` (same steps, same certificate, same History),
-    stopping early once the last targets are met or the run diverges (a fixed-point
-    overflow, which ``run_hyfdca`` raises, counts as divergence here)."""
-    run = HyFDCARun(dataset, settings, seed=seed)
-    history = History(p_star=p_star)
-    history.add_evaluation(0, *run.certificate()[:2])
-    reached = {t: None for t in TARGETS}
-    certified = None  # first round with gap <= 5e-2 P*: proves (P - P*)/P* <= 5e-2
-    diverged = False
-    while run.round < max_rounds:
-        start = time.perf_counter()
+    ds = load_dataset(DATASETS[name][0])
+    y = np.asarray(ds.y, dtype=np.float64)
+    if name == "fashion-mnist":
+        y = np.where(y < 5, 1.0, -1.0)
+    return ds.X, y, ds.image_shape
+
+
+# --- one cell -----------------------------------------------------------------------------
+
+def run_cell(dataset, settings, p_star, budget, eval_every):
+    """Rounds to the certified targets, worst relative loss after WARMUP, status."""
+    run = BatchedHyFDCA(dataset, settings, seed=SEED)
+
+    def relative_and_gap():
+        primal, dual, _ = run.certificate()
+        return (primal - p_star) / p_star, primal - dual
+
+    start_rel, _ = relative_and_gap()
+    certified = {t: None for t in TARGETS}
+    worst, rel, above_start = -np.inf, start_rel, False
+    status = None
+    while run.round < budget:
         try:
-            record = run.step()
-        except OverflowError:  # iterates left the fixed-point range: diverged
-            diverged = True
-            break
-        record["protocol_seconds"] = time.perf_counter() - start
-        history.add_round(record)
-        if run.round % eval_every and run.round != max_rounds:
-            continue
-        try:
-            primal, dual, _ = run.certificate()
+            run.step()
+            if run.round % eval_every and run.round != budget:
+                continue
+            rel, gap = relative_and_gap()
         except OverflowError:
-            diverged = True
+            status = "diverged: overflow"
             break
-        history.add_evaluation(run.round, primal, dual)
-        ev = history.evaluations[run.round]
-        if not (np.isfinite(ev["gap"]) and np.isfinite(ev["relative_loss"])) \
-                or ev["relative_loss"] > diverge_at:
-            diverged = True
+        if not (np.isfinite(rel) and np.isfinite(gap)):
+            status = "diverged: not finite"
             break
+        if run.round >= WARMUP:
+            worst = max(worst, rel)
+            above_start |= rel > start_rel
+            if rel > HOPELESS * start_rel:
+                break
         for t in TARGETS:
-            if reached[t] is None and ev["relative_loss"] <= t:
-                reached[t] = run.round
-        if certified is None and ev["gap"] <= TARGETS[0] * p_star:
-            certified = run.round
-        if reached[TARGETS[-1]] is not None and certified is not None:
+            if certified[t] is None and gap <= t * p_star:
+                certified[t] = run.round
+        if certified[TARGETS[-1]] is not None:
             break
-    sim = history.simulated_time(LATENCY)  # index r = after r rounds
-    last = history.last_evaluation
-    return dict(rounds={t: reached[t] for t in TARGETS}, certified=certified,
-                seconds={t: (float(sim[r]) if r is not None else None)
-                         for t, r in reached.items()},
-                final=float(last["relative_loss"]), final_gap=float(last["gap"]),
-                stopped=run.round, diverged=diverged,
-                H=[c.H for c in run.clients])
+    if status is None:
+        status = ("diverged: above start" if above_start
+                  else "ok" if certified[TARGETS[-1]] is not None else ">budget")
+    return dict(certified=certified, worst=worst, final=rel, status=status,
+                rounds=run.round)
 
 
 def _task(job):
-    (P, Q), part, label, variant, overrides, budget, eval_every, diverge_at = job
-    participation = dict(participation="full") if part == 1.0 else \
-        dict(participation="fraction", fraction=part)
-    settings = HyFDCASettings.from_variant(variant, loss=LOSS, lam=LAM, **participation,
-                                           **overrides)
+    name, partition, part, lam, variant, budget, eval_every, p_star = job
+    kind, fraction = PARTICIPATIONS[part]
+    settings = HyFDCASettings.from_variant(variant, loss=LOSS, lam=lam, participation=kind,
+                                           fraction=fraction)
     start = time.perf_counter()
-    result = run_to_target(_STATE["data"][(P, Q)], settings, _STATE["p_star"], budget,
-                           eval_every, diverge_at)
-    result.update(partition=f"{P}x{Q}", participation=part, label=label, variant=variant,
-                  overrides=overrides, wall=time.perf_counter() - start,
-                  iic=settings.iic, sigma=settings.bind(_STATE["data"][(P, Q)]).sigma_bound)
+    result = run_cell(_STATE[(name, partition)], settings, p_star, budget, eval_every)
+    result.update(dataset=name, partition=partition, participation=part, lam=lam,
+                  variant=variant, budget=budget, wall=time.perf_counter() - start)
     return result
 
 
-# --- the plan -----------------------------------------------------------------------------
+# --- the matrix ---------------------------------------------------------------------------
 
-def plan(cfg, eval_every, diverge_at):
+def prepare(cfg, args):
+    """Load the data sets this machine has, partition them, P* per (partition, lam);
+    return the jobs."""
     jobs = []
-    for pq in cfg["partitions"]:
-        for part in cfg["participations"]:
-            budget = cfg["budget"][part]
-            common = (budget, eval_every, diverge_at)
-            if "paper" in cfg["names"] and not (part < 1.0 and cfg.get("skip_paper_partial")):
-                # 3x3 at full participation (the headline): a longer budget for the paper,
-                # so that "10x fewer rounds than the paper" can be decided
-                paper = (cfg["paper_budget_3x3"] if (pq, part) == ((3, 3), 1.0) else budget,
-                         eval_every, diverge_at)
-                for H in cfg["paper_H"]:
-                    jobs.append((pq, part, f"paper H={H}", "paper", dict(H=H)) + paper)
-            for v in cfg["variants"]:
-                if v in cfg["names"]:
-                    jobs.append((pq, part, v, v, {}) + common)
-            if "auto" in cfg["names"]:
-                jobs.append((pq, part, "auto (default)", "auto", {}) + common)
-            for iic in cfg["auto_iic"][part]:
-                jobs.append((pq, part, f"auto iic={iic:g}", "auto", dict(iic=iic)) + common)
-    # longest first (big grids, line-search variants, half participation) for the pool
-    def cost(job):
-        (P, Q), part, label, variant = job[:4]
-        heavy = variant in ("line-search", "combined") or variant == "auto" and part == 1.0
-        return (P + Q) * job[5] * (3 if heavy else 1)
-    order = sorted(range(len(jobs)), key=lambda i: -cost(jobs[i]))
-    return jobs, order
+    for name in cfg["datasets"]:
+        if locate_dataset(DATASETS[name][0]) is None:
+            log(f"skipping {name}: not on this machine (see `hyfdca datasets`)")
+            continue
+        X, y, image_shape = load(name)
+        partitions = cfg.get("partitions") or DATASETS[name][1]
+        for partition in partitions:
+            fed = partition_from_spec(X, y, partition, seed=SEED, image_shape=image_shape,
+                                      cap=True)
+            _STATE[(name, partition)] = fed
+            X_fed, y_fed = fed.reassemble()
+            for lam in cfg["lams"]:
+                p_star = centralized_solution(X_fed, y_fed, loss=LOSS, lam=lam)[0]
+                log(f"{name} {partition}: {fed.n_clients} clients, lam {lam:g}, "
+                    f"P* = {p_star:.6f}")
+                for part in cfg["participations"]:
+                    for variant in cfg["variants"]:
+                        jobs.append((name, partition, part, lam, variant,
+                                     cfg["budget"][part], cfg["eval_every"], p_star))
+    return jobs
 
 
-# --- reporting ----------------------------------------------------------------------------
-
-def fmt_rounds(r, res):
-    if r is not None:
-        return str(r)
-    return "diverged" if res["diverged"] else ">budget"
+def fmt_rounds(r):
+    return ">budget" if r is None else str(r)
 
 
-def fmt_seconds(s, res):
-    if s is not None:
-        return f"{s:.1f}"
-    return "-" if res["diverged"] else ">budget"
-
-
-def fmt_loss(x):
-    return f"{x:.2e}" if np.isfinite(x) else str(x)
-
-
-def paper_best(results):
-    def key(r):
-        a = r["rounds"][TARGETS[0]]
-        b = r["rounds"][TARGETS[1]]
-        return (a is None, a or 0, b is None, b or 0, r["diverged"],
-                r["final"] if np.isfinite(r["final"]) else math.inf)
-    return min(results, key=key)
-
-
-def table(results, cfg, markdown):
-    head = ["partition", "part.", "variant", "H/client", "rounds 5e-2", "rounds 1e-2",
-            "cert. 5e-2", "sim s 5e-2", "sim s 1e-2", "final rel", "stop", "diverged"]
-    rows = []
-    for pq in cfg["partitions"]:
-        for part in cfg["participations"]:
-            group = [r for r in results
-                     if r["partition"] == f"{pq[0]}x{pq[1]}" and r["participation"] == part]
-            papers = [r for r in group if r["variant"] == "paper"]
-            shown = []
-            if papers:
-                best = paper_best(papers)
-                others = ", ".join(f"{r['overrides']['H']}: " + (
-                    "div" if r["diverged"] else fmt_loss(r["final"]))
-                    for r in papers if r is not best)
-                shown.append((best, f"paper best H={best['overrides']['H']}"
-                              + (f" (others: {others})" if others else "")))
-            shown += [(r, r["label"]) for r in group if r["variant"] != "paper"]
-            for r, label in shown:
-                Hs = sorted(set(r["H"]))
-                rows.append([f"{pq[0]}x{pq[1]}", f"{part:g}", label,
-                             str(Hs[0]) if len(Hs) == 1 else f"{Hs[0]}-{Hs[-1]}",
-                             fmt_rounds(r["rounds"][5e-2], r), fmt_rounds(r["rounds"][1e-2], r),
-                             fmt_rounds(r["certified"], r),
-                             fmt_seconds(r["seconds"][5e-2], r),
-                             fmt_seconds(r["seconds"][1e-2], r), fmt_loss(r["final"]),
-                             str(r["stopped"]), "yes" if r["diverged"] else "no"])
+def table(results, markdown):
+    header = ["data", "partition", "particip.", "lam", "variant", "cert 5e-2", "cert 1e-2",
+              "worst after 50", "final", "status", "rounds", "wall s"]
+    rows = [[r["dataset"], r["partition"], r["participation"], f"{r['lam']:g}", r["variant"],
+             fmt_rounds(r["certified"][5e-2]), fmt_rounds(r["certified"][1e-2]),
+             "-" if not np.isfinite(r["worst"]) else f"{r['worst']:.3g}",
+             f"{r['final']:.3g}", r["status"], str(r["rounds"]), f"{r['wall']:.0f}"]
+            for r in results]
     if markdown:
-        lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-        lines += ["| " + " | ".join(row) + " |" for row in rows]
-        return "\n".join(lines)
-    widths = [max(len(x) for x in col) for col in zip(head, *rows)]
-    out = ["  ".join(h.ljust(w) for h, w in zip(head, widths))]
-    out += ["  ".join(c.ljust(w) for c, w in zip(row, widths)) for row in rows]
-    return "\n".join(out)
+        lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+        return "\n".join(lines + ["| " + " | ".join(row) + " |" for row in rows])
+    widths = [max(len(x) for x in col) for col in zip(header, *rows)]
+    return "\n".join("  ".join(x.ljust(w) for x, w in zip(row, widths))
+                     for row in [header] + rows)
 
 
 def headline(results):
-    group = [r for r in results if r["partition"] == "3x3" and r["participation"] == 1.0]
-    papers = [r for r in group if r["variant"] == "paper"]
-    default = [r for r in group if r["label"] == "auto (default)"]
-    a = fmt_rounds(paper_best(papers)["rounds"][5e-2], paper_best(papers)) if papers else "nan"
-    b = fmt_rounds(default[0]["rounds"][5e-2], default[0]) if default else "nan"
-    return f"headline: paper_rounds_3x3={a} default_rounds_3x3={b}"
+    default = [r for r in results if r["variant"] == DEFAULT]
+    diverged = sum(r["status"].startswith("diverged") for r in default)
+    worst = [r["worst"] for r in default if np.isfinite(r["worst"])]
+    key = [r for r in default if (r["dataset"], r["partition"], r["participation"], r["lam"])
+           == ("a9a", "3x3", "0.5", 1e-4)]
+    cert = fmt_rounds(key[0]["certified"][1e-2]) if key else "not-run"
+    return (f"headline: diverged_cells={diverged} "
+            f"worst_rel_after_50={max(worst) if worst else float('nan'):.3g} "
+            f"a9a_3x3_f05_cert1e2={cert}")
 
-
-# --- main ---------------------------------------------------------------------------------
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true",
-                        help="5,000-row subsample, 3x3 only, 600 rounds (< 60 s)")
-    parser.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1),
-                        help="worker processes (default: 2)")
-    parser.add_argument("--eval-every", type=int, default=None,
-                        help="rounds between certificates (default: 10 full, 5 quick)")
-    parser.add_argument("--diverge-at", type=float, default=1e3,
-                        help="relative loss above which a run counts as diverged")
-    parser.add_argument("--partitions", default=None,
-                        help="comma-separated PxQ list overriding the mode's partitions")
-    parser.add_argument("--participations", default=None,
-                        help="comma-separated subset of 1,0.5")
-    parser.add_argument("--variants", default=None,
-                        help="comma-separated subset of paper, sigma-safe, rho, line-search, "
-                             "combined, auto (auto: the default and its iic sweep)")
-    parser.add_argument("--auto-iic-full", default=None,
-                        help="comma-separated iic sweep of auto at full participation")
-    parser.add_argument("--auto-iic-partial", default=None,
-                        help="comma-separated iic sweep of auto at participation 0.5")
+    parser.add_argument("--quick", action="store_true", help="a9a 3x3 only (~2 min)")
+    parser.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1))
+    parser.add_argument("--datasets", help=f"comma-separated subset of {list(DATASETS)}")
+    parser.add_argument("--partitions", help="comma-separated partition specs")
+    parser.add_argument("--participations", help=f"subset of {list(PARTICIPATIONS)}")
+    parser.add_argument("--lams", help="comma-separated lam values")
+    parser.add_argument("--variants", help="comma-separated variants (default: paper,auto)")
+    parser.add_argument("--eval-every", type=int, help="rounds between certificates")
     parser.add_argument("--markdown", action="store_true", help="print a Markdown table")
     args = parser.parse_args(argv)
     cfg = dict(QUICK if args.quick else FULL)
-    cfg["names"] = {"paper", "auto", *cfg["variants"]}
-    if args.partitions:
-        cfg["partitions"] = tuple(tuple(int(x) for x in p.split("x"))
-                                  for p in args.partitions.split(","))
-    if args.participations:
-        cfg["participations"] = tuple(float(x) for x in args.participations.split(","))
-        if not set(cfg["participations"]) <= {1.0, 0.5}:
-            parser.error("--participations: only 1 and 0.5 are benchmarked")
-    if args.variants:
-        cfg["names"] = set(args.variants.split(","))
-        cfg["variants"] = tuple(v for v in FULL["variants"] if v in cfg["names"])
-    sweep = dict(cfg["auto_iic"])
-    for part, text in ((1.0, args.auto_iic_full), (0.5, args.auto_iic_partial)):
-        if text is not None:
-            sweep[part] = tuple(float(x) for x in text.split(",") if x)
-    cfg["auto_iic"] = sweep
-    if "auto" not in cfg["names"]:
-        cfg["auto_iic"] = {1.0: (), 0.5: ()}
-    eval_every = args.eval_every or cfg["eval_every"]
-
+    for key in ("datasets", "partitions", "participations", "variants"):
+        if getattr(args, key):
+            cfg[key] = tuple(getattr(args, key).split(","))
+    if args.lams:
+        cfg["lams"] = tuple(float(v) for v in args.lams.split(","))
+    if args.eval_every:
+        cfg["eval_every"] = args.eval_every
+    unknown = sorted(set(cfg["datasets"]) - set(DATASETS)) + \
+        sorted(set(cfg["participations"]) - set(PARTICIPATIONS))
+    if unknown:
+        parser.error(f"unknown data set or participation: {unknown}")
     t0 = time.perf_counter()
-    data = load_a9a()
-    X, y = data.X, data.y
-    if cfg["subsample"]:
-        rows = np.sort(np.random.default_rng(SEED).choice(X.shape[0], cfg["subsample"],
-                                                           replace=False))
-        X, y = X[rows], y[rows]
-    p_star, _ = reference_optimum(X, y, loss=LOSS, lam=LAM)
-    _STATE["p_star"] = p_star
-    _STATE["data"] = {pq: hybrid_grid(X, y, *pq) for pq in cfg["partitions"]}
-    log(f"a9a{' subsample' if cfg['subsample'] else ''}: {X.shape[0]} x {X.shape[1]}, "
-        f"hinge, lam={LAM:g}, P*={p_star:.6f}; certificate every {eval_every} rounds "
-        f"(rounds to target resolved to {eval_every}); budgets "
-        + ", ".join(f"participation {p:g}: {cfg['budget'][p]} rounds"
-                    for p in cfg["participations"])
-        + f" (paper on 3x3 at full participation: {cfg['paper_budget_3x3']})"
-        + f"; latency {LATENCY} s per RTC; set-up {time.perf_counter() - t0:.1f} s")
-
-    jobs, order = plan(cfg, eval_every, args.diverge_at)
-    results = [None] * len(jobs)
+    jobs = prepare(cfg, args)
+    if not jobs:
+        log("no data set of the matrix is on this machine")
+        return 2
+    log(f"{len(jobs)} cells on {args.jobs} processes ...")
+    results = []
     if args.jobs > 1:
         with mp.get_context("fork").Pool(args.jobs) as pool:
-            it = pool.imap_unordered(_indexed, [(i, jobs[i]) for i in order])
-            for i, res in it:
-                results[i] = res
-                _progress(res, t0)
+            for result in pool.imap_unordered(_task, jobs):
+                results.append(result)
+                log(f"  {result['dataset']} {result['partition']} "
+                    f"{result['participation']} {result['lam']:g} {result['variant']}: "
+                    f"{result['status']} ({result['rounds']} rounds, {result['wall']:.0f} s)")
     else:
-        for i in order:
-            results[i] = _task(jobs[i])
-            _progress(results[i], t0)
-
-    log("")
-    log(table(results, cfg, args.markdown))
-    log(f"\ntotal wall {time.perf_counter() - t0:.1f} s")
-    log(headline(results))
-
-
-def _indexed(item):
-    i, job = item
-    return i, _task(job)
-
-
-def _progress(res, t0):
-    log(f"[{time.perf_counter() - t0:6.1f} s] {res['partition']} part={res['participation']:g} "
-        f"{res['label']}: 5e-2@{fmt_rounds(res['rounds'][5e-2], res)} "
-        f"1e-2@{fmt_rounds(res['rounds'][1e-2], res)} "
-        f"cert5e-2@{fmt_rounds(res['certified'], res)} final={fmt_loss(res['final'])} "
-        f"stop={res['stopped']} ({res['wall']:.1f} s)")
+        results = [_task(job) for job in jobs]
+    order = {job[:5]: i for i, job in enumerate(jobs)}
+    results.sort(key=lambda r: order[(r["dataset"], r["partition"], r["participation"],
+                                      r["lam"], r["variant"])])
+    print(table(results, args.markdown))
+    print(f"total {time.perf_counter() - t0:.0f} s")
+    print(headline(results))
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
