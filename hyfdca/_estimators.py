@@ -64,11 +64,18 @@ class _HyFDCABase(BaseEstimator):
         return as_csr(sp.hstack([X, bias]))
 
     def _train(self, dataset):
-        """Run HyFDCA; return (w, history, rounds)."""
+        """Run HyFDCA; return (w, history, rounds). A plaintext run goes to the batched
+        engine (the same iterates, every client of a round in one Numba call) unless it
+        is the logistic loss with the line search, which only the message engine runs."""
         seed = self.random_state if self.random_state is not None else 0
-        run, history = run_hyfdca(dataset, self._settings(), max_rounds=self.max_rounds,
+        settings = self._settings()
+        bound = settings.bind(dataset)
+        batched = self.crypto == "plain" and not (bound.line_search
+                                                  and bound.loss == "logistic")
+        run, history = run_hyfdca(dataset, settings, max_rounds=self.max_rounds,
                                   tol=self.tol, eval_every=self.eval_every,
-                                  crypto=self.crypto, seed=int(seed), progress=self.verbose)
+                                  crypto=self.crypto, seed=int(seed), progress=self.verbose,
+                                  engine="batched" if batched else "protocol")
         if self.tol is not None and history.last_evaluation["gap"] > self.tol:
             import warnings
             warnings.warn(f"HyFDCA stopped after {run.round} rounds with duality gap "
@@ -114,7 +121,8 @@ class HyFDCAClassifier(ClassifierMixin, _HyFDCABase):
         per sample (liblinear's intercept_scaling; it is regularised).
     crypto : {"plain", "paillier", "fast-paillier", "mask"}, default="plain"
         Encryption backend of the simulated protocol (``crypto.BACKENDS``; Paillier keys
-        are 2048 bits).
+        are 2048 bits). "plain" runs on the batched engine (same iterates as the message
+        protocol), except the logistic loss with the line search.
     random_state : int, default=0
 
     Attributes

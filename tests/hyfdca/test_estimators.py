@@ -5,6 +5,8 @@ import warnings
 import numpy as np
 import pytest
 from sklearn.exceptions import ConvergenceWarning
+from sklearn.datasets import load_breast_cancer
+from sklearn.preprocessing import StandardScaler
 from sklearn.svm import LinearSVC
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
@@ -77,3 +79,24 @@ def test_logistic_with_the_default_variant(cancer):
     X, y = cancer
     clf = HyFDCAClassifier(loss="logistic", lam=1e-2, max_rounds=100, tol=1e-5).fit(X, y)
     assert clf.score(X, y) > 0.95 and clf.history_.last_evaluation["gap"] <= 1e-5
+
+
+@pytest.mark.parametrize("loss, participation", [("hinge", "full"), ("hinge", "fraction"),
+                                                 ("logistic", "full")])
+def test_a_plaintext_fit_equals_the_message_protocol_run(loss, participation):
+    """fit() runs plaintext on the batched engine (logistic with the line search on the
+    message engine): the same model, bit for bit, as run_hyfdca on the message engine."""
+    from feddata.partition import partition_from_spec
+    from hyfdca import HyFDCASettings, run_hyfdca
+
+    X, y = load_breast_cancer(return_X_y=True)
+    X = StandardScaler().fit_transform(X)[:200]
+    yy = np.where(y[:200] == 1, 1.0, -1.0)
+    clf = HyFDCAClassifier(loss, lam=1e-2, partition="2x2", participation=participation,
+                           fraction=0.5, fit_intercept=False, max_rounds=15, tol=None)
+    clf.fit(X, yy)
+    settings = HyFDCASettings.from_variant("auto", loss=loss, lam=1e-2,
+                                           participation=participation, fraction=0.5)
+    run, _ = run_hyfdca(partition_from_spec(X, yy, "2x2", seed=0, cap=True), settings,
+                        max_rounds=15, engine="protocol")
+    np.testing.assert_array_equal(clf.coef_.ravel(), run.model)
