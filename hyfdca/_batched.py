@@ -39,7 +39,8 @@ from hyfdca._batched_layout import (Blocks, Draws, Duals, Params, RoundArrays, S
 from hyfdca._draws import stream_key
 from hyfdca._round import (aggregation_weights, choose_step, correction_factors,
                            draws_all_samples, eligible_samples, is_full_step,
-                           margins_are_local, plan_round, sampling_streams, step_bits)
+                           line_search_term_count, margins_are_local, plan_round,
+                           sampling_streams, step_bits)
 
 BACKENDS = ("numba", "cupy")
 # Global column ids cost 4 bytes per non-zero (a third of the CSR); by default they are kept
@@ -150,7 +151,7 @@ class BatchedHyFDCA:
             hold_client=hold_client,
             samp_ptr=_offsets(np.bincount(hold_sample, minlength=N)),  # holders of each
             samp_hold=np.argsort(hold_sample, kind="stable").astype(np.int64),  # sample
-            y=y, q=q, rho=correction_factors(s.rho, q, partial),
+            y=y, q=q, partial_sq=partial, rho=correction_factors(s.rho, q, partial),
             update_weight=aggregation_weights(counts[hold_sample]),
             inv_holders=1.0 / np.asarray(counts[hold_sample], dtype=np.float64))
         self.local_margins = margins_are_local(counts)
@@ -188,7 +189,7 @@ class BatchedHyFDCA:
         self.scratch = Scratch(
             wk=np.zeros((T, max_cols)), u=np.zeros((T, max_cols)),
             dalpha=np.zeros((T, max_rows)),
-            buf=np.zeros((3, max_rows if s.line_search else 0)),
+            buf=np.zeros((line_search_term_count(s), max_rows if s.line_search else 0)),
             change_row=np.zeros(max_cols), feat_mark=np.zeros(max_cols, dtype=np.int64),
             feat_list=np.zeros(max_cols, dtype=np.int64))
         self.token = 0
@@ -201,7 +202,7 @@ class BatchedHyFDCA:
         self.present_now = np.zeros(0 if draws_all_samples(s.aggregation) else N,
                                     dtype=np.int64)
         self.avail_mask = np.zeros(K, dtype=bool)
-        self.shares = np.zeros((3, K))
+        self.shares = np.zeros((line_search_term_count(s), K))
 
     def state_arrays(self):
         """Every array the engine holds, in its structures or as attributes (for memory

@@ -580,15 +580,17 @@ def primal_updates(avail, round_, stamp, B, P, duals, D, R, prev, cur, X, line_s
             i = hold_sample[h]
             d = np.float64(enc_delta[i]) * inv_frac_scale
             if line_search:
-                buf[0, terms], buf[1, terms], buf[2, terms] = line_search_terms(
-                    y[h], alpha_loc[h], d, present[i], n_samples)
+                values = line_search_terms(y[h], alpha_loc[h], d, present[i], n_samples,
+                                           B.q[h], B.partial_sq[h])
+                for j in range(buf.shape[0]):
+                    buf[j, terms] = values[j]
                 terms += 1
             if d != 0.0:
                 n = _add_row_marked(data, indices, indptr[h], indptr[h + 1], d, lam_n, row,
                                     mark, token, touched_feats, n)
         _scatter(k, feat_off, hold_feat, row, touched_feats, n, dw)
         if line_search:
-            for j in range(3):
+            for j in range(buf.shape[0]):
                 shares[j, a] = pairwise_sum(buf[j], 0, terms)
         if predraw:
             _draw(k, round_ + 1, row_off, hold_sample, eligible, False, stream_keys, H,

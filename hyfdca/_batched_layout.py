@@ -34,6 +34,7 @@ class Blocks(NamedTuple):
     samp_hold: np.ndarray    # int64, holdings of each sample, in client order
     y: np.ndarray            # float64 per holding: the sample's label
     q: np.ndarray            # float64 per holding: the full squared row norm q_i
+    partial_sq: np.ndarray   # float64 per holding: the client's part ||x_i^k||^2
     rho: np.ndarray          # float64 per holding: rho_i (``_round.correction_factors``)
     update_weight: np.ndarray  # float64 per holding (``_round.aggregation_weights``)
     inv_holders: np.ndarray  # float64 per holding: 1/|C_i| (the certificate's split)
@@ -98,7 +99,7 @@ class Scratch(NamedTuple):
     wk: np.ndarray          # float64 (rows, max |J_k|): w on J_k
     u: np.ndarray           # float64 (rows, max |J_k|): the local correction u
     dalpha: np.ndarray      # float64 (rows, max |I_k|)
-    buf: np.ndarray         # float64 (3, max |I_k| or 0): a client's line-search terms
+    buf: np.ndarray         # float64 (terms, max |I_k|): a client's line-search terms
     change_row: np.ndarray  # float64 (max |J_k|): one client's change of v_k
     feat_mark: np.ndarray   # int64 (max |J_k|): features touched (by token)
     feat_list: np.ndarray   # int64 (max |J_k|): their list

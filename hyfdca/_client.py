@@ -49,8 +49,8 @@ class Client:
         self.alpha = np.zeros(self.n_local)
         self.w = np.zeros(block.X.shape[1])
         self.q = np.asarray(sq_norms, dtype=np.float64)
-        partial = np.asarray(block.X.multiply(block.X).sum(axis=1)).ravel()
-        self.rho = correction_factors(settings.rho, self.q, partial)
+        self.partial = np.asarray(block.X.multiply(block.X).sum(axis=1)).ravel()
+        self.rho = correction_factors(settings.rho, self.q, self.partial)
         self.update_weight = aggregation_weights(holder_counts)
         self.inv_holders = 1.0 / np.asarray(holder_counts, dtype=np.float64)
         self.H = settings.inner_steps(self.n_local)
@@ -199,8 +199,9 @@ class Client:
         shares = None
         s = self.settings
         if s.line_search:
-            values = line_search_shares(s.loss, self.y[pos], self.alpha[pos], d,
-                                        message.present_holders, s.n_samples)
+            values = line_search_shares(s, self.y[pos], self.alpha[pos], d,
+                                        message.present_holders, self.q[pos],
+                                        self.partial[pos])
             shares = self.masker.mask(values, self.id, message.participants, message.tag)
         next_drawn = None
         if message.predraw:  # full participation: announce next round's draws now

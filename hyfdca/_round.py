@@ -156,33 +156,52 @@ def aggregation_weights(holder_counts):
 
 # --- the line search ------------------------------------------------------------------
 
+def line_search_term_count(settings):
+    """How many secure sums the quadratic line search reveals: S1, S2, S3, and with
+    ``curvature_scaling="absent-share"`` also S4, S5."""
+    return 5 if settings.curvature_scaling == "absent-share" else 3
+
+
 @njit(cache=True, inline="always")
-def line_search_terms(y_i, alpha_i, d_i, present_i, n_samples):
-    """One present holder's terms of the secure sums S1, S2, S3 for sample i (aggregated
-    step d_i, its alpha_i before the step): (y_i d_i, alpha_i d_i, d_i^2) / (present
-    holders x N); over the present holders they add up to (1/N) (y_i d_i, alpha_i d_i,
-    d_i^2)."""
+def line_search_terms(y_i, alpha_i, d_i, present_i, n_samples, q_i, partial_i):
+    """One present holder's terms of the secure sums for sample i (aggregated step d_i,
+    its alpha_i before the step, full squared norm q_i, its own part ||x_i^k||^2):
+
+        S1, S2, S3: (y_i d_i, alpha_i d_i, d_i^2) / (present holders x N)
+        S4:         d_i^2 q_i / (present holders x N)
+        S5:         d_i^2 ||x_i^k||^2 / N
+
+    Over the present holders S1-S4 add up to (1/N) (y_i d_i, alpha_i d_i, d_i^2,
+    d_i^2 q_i) and S5 to (1/N) d_i^2 x (the squared norm the present holders carry)."""
     weight = 1.0 / np.float64(present_i * n_samples)
-    return weight * y_i * d_i, weight * alpha_i * d_i, weight * d_i * d_i
+    return (weight * y_i * d_i, weight * alpha_i * d_i, weight * d_i * d_i,
+            weight * d_i * d_i * q_i, d_i * d_i * partial_i / n_samples)
 
 
 @njit(cache=True)
-def _quadratic_shares(y, alpha, d, present, n_samples):
+def _quadratic_shares(y, alpha, d, present, n_samples, q, partial, count):
     n = y.shape[0]
-    terms = np.empty((3, n))
+    terms = np.empty((5, n))
     for t in range(n):
-        terms[0, t], terms[1, t], terms[2, t] = line_search_terms(y[t], alpha[t], d[t],
-                                                                  present[t], n_samples)
-    return pairwise_sum(terms[0], 0, n), pairwise_sum(terms[1], 0, n), pairwise_sum(terms[2], 0, n)
+        (terms[0, t], terms[1, t], terms[2, t], terms[3, t],
+         terms[4, t]) = line_search_terms(y[t], alpha[t], d[t], present[t], n_samples, q[t],
+                                          partial[t])
+    out = np.empty(count)
+    for j in range(count):
+        out[j] = pairwise_sum(terms[j], 0, n)
+    return out
 
 
-def line_search_shares(loss, y, alpha, d, present, n_samples):
+def line_search_shares(settings, y, alpha, d, present, q, partial):
     """A client's contribution to the line-search secure sums, over its samples touched
-    by the step d: S1, S2, S3 (:func:`line_search_terms`) for the quadratic-conjugate
-    losses; for logistic the entropy gains at each grid step (:func:`_entropy_gains`)."""
-    if loss == "logistic":
-        return _entropy_gains(alpha * y, d * y, 1.0 / (present * n_samples))
-    return list(_quadratic_shares(y, alpha, d, present, n_samples))
+    by the step d: S1, S2, S3 (and S4, S5: :func:`line_search_term_count`) of
+    :func:`line_search_terms` for the quadratic-conjugate losses; for logistic the
+    entropy gains at each grid step (:func:`_entropy_gains`)."""
+    n = settings.n_samples
+    if settings.loss == "logistic":
+        return _entropy_gains(alpha * y, d * y, 1.0 / (present * n))
+    return list(_quadratic_shares(y, alpha, d, present, n, q, partial,
+                                  line_search_term_count(settings)))
 
 
 def _entropy(beta):
@@ -209,10 +228,16 @@ def line_search_step(shares, w, dw, lam, gamma):
         g*   = clip((S1 - gamma S2 - lam w.dw) / (lam ||dw||^2 + gamma S3), 0, 1)
 
     with the secure sums S1 = (1/N) sum y_i dalpha_i, S2 = (1/N) sum alpha_i dalpha_i,
-    S3 = (1/N) sum dalpha_i^2 (``shares``).
+    S3 = (1/N) sum dalpha_i^2 (``shares``). With five shares (curvature scaling) the
+    term lam ||dw||^2 is multiplied by S4 / S5 >= 1: dw holds only the present holders'
+    part of each moved row, whose full squared norm is S4 / S5 times what they carry
+    (= 1 when every holder is present).
     """
-    s1, s2, s3 = shares
-    curvature = lam * float(dw @ dw) + gamma * s3
+    s1, s2, s3 = shares[:3]
+    scale = 1.0
+    if len(shares) == 5 and shares[4] > 0.0:
+        scale = max(1.0, float(shares[3] / shares[4]))
+    curvature = lam * float(dw @ dw) * scale + gamma * s3
     if curvature <= 0.0:
         return 1.0
     return float(np.clip((s1 - gamma * s2 - lam * float(w @ dw)) / curvature, 0.0, 1.0))

@@ -36,6 +36,12 @@ VARIANTS = {
                       draw="permuted", aggregation="mean", iic=1.0),
     "auto-partial": dict(sigma="safe", rho="norm", line_search=False, sampling="shared",
                          draw="permuted", aggregation="mean", iic=0.01, min_H=10),
+    # Candidate for partial participation (issue 14's prototype, without its rollback):
+    # the safe curvature with rho, and the line search kept on with its curvature scaled
+    # by the absent holders' share of the moved rows' norms.
+    "scaled-line-search": dict(sigma="safe", rho="norm", line_search=True,
+                               sampling="shared", draw="permuted", aggregation="mean",
+                               iic=0.3, curvature_scaling="absent-share"),
 }
 DEFAULT_VARIANT = "auto"
 VARIANT_NAMES = (DEFAULT_VARIANT, *VARIANTS)  # what from_variant accepts
@@ -48,7 +54,10 @@ class HyFDCASettings:
     ``H`` (inner steps per client and round) or ``iic`` (the paper's inner-iterations
     constant: H_k = max(min(min_H, |I_k|), round(iic * |I_k|))) must be given.
     ``step_cap`` bounds the server's step g (the line search's g* is clipped to
-    [0, step_cap]; without line search g = step_cap: a damped step). ``sigma`` is a
+    [0, step_cap]; without line search g = step_cap: a damped step).
+    ``curvature_scaling="absent-share"`` scales the line search's curvature
+    lam ||dw||^2 by the share of the moved rows' norms that present holders carry
+    (``_round.line_search_step``). ``sigma`` is a
     number or "safe"; ``rho`` is "one" (the paper) or "norm"; ``aggregation`` is "mean"
     (alpha_i moves by the mean of its present holders' updates, absent ones counting as 0) or
     "consistent" (only samples whose holders are all present are drawn).
@@ -71,6 +80,7 @@ class HyFDCASettings:
     fraction: float = 1.0
     second_inner_product: bool = False
     step_cap: float = 1.0
+    curvature_scaling: str = "none"
     # fields given explicitly to from_variant (kept when bind() re-resolves "auto")
     overridden: tuple = ()
     # filled in by bind(); read through lam_n and sigma_bound, which refuse unbound settings
@@ -127,6 +137,14 @@ class HyFDCASettings:
              f"participation must be one of {PARTICIPATION}, got {self.participation!r}"),
             (0 < self.fraction <= 1, f"fraction must be in (0, 1], got {self.fraction}"),
             (0 < self.step_cap <= 1, f"step_cap must be in (0, 1], got {self.step_cap}"),
+            (self.curvature_scaling in ("none", "absent-share"),
+             f"curvature_scaling must be 'none' or 'absent-share', got "
+             f"{self.curvature_scaling!r}"),
+            (self.curvature_scaling == "none" or (self.line_search
+                                                  and self.loss != "logistic"),
+             "curvature_scaling='absent-share' scales the line search of a loss with a "
+             "quadratic conjugate: it needs line_search=True and a loss other than "
+             "logistic"),
         ]
         problems = [text for ok, text in checks if not ok]
         if problems:

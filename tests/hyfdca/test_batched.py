@@ -104,6 +104,16 @@ def test_bit_identical_with_a_capped_step(small, name, participation, variant):
     assert_same_run(partitions(*small)[name], settings)
 
 
+@pytest.mark.parametrize("name", ["hybrid", "dealt", "explicit-overlapping"])
+@pytest.mark.parametrize("participation", ["full", "fraction", "cyclic"])
+def test_bit_identical_with_the_scaled_line_search(small, name, participation):
+    """curvature_scaling (two more secure sums, decided in hyfdca._round): both engines
+    follow it bit for bit."""
+    settings = HyFDCASettings.from_variant("scaled-line-search", lam=LAM, H=30,
+                                           participation=participation, fraction=0.6)
+    assert_same_run(partitions(*small)[name], settings)
+
+
 def test_a_capped_step_is_the_step_taken(small):
     fed = partitions(*small)["hybrid"]
     capped = HyFDCASettings.from_variant("paper", lam=LAM, H=30, step_cap=0.375)

@@ -78,3 +78,25 @@ def test_settings_that_need_the_data_refuse_to_be_used_unbound():
     X, y = rng.normal(size=(12, 4)), np.where(rng.random(12) < 0.5, 1.0, -1.0)
     bound = settings.bind(hybrid_grid(X, y, 2, 2))
     assert bound.lam_n == 0.1 * 12 and bound.sigma_bound == 2.0
+
+
+def test_the_scaled_line_search_multiplies_the_regulariser_curvature():
+    rng = np.random.default_rng(3)
+    w, dw = rng.normal(size=5), rng.normal(size=5)
+    s1, s2, s3, lam = 0.3, 0.1, 0.2, 0.05
+    plain = line_search_step([s1, s2, s3], w, dw, lam, 0.0)
+    assert line_search_step([s1, s2, s3, 0.7, 0.7], w, dw, lam, 0.0) == plain
+    doubled = line_search_step([s1, s2, s3, 1.4, 0.7], w, dw, lam, 0.0)
+    expected = np.clip((s1 - lam * w @ dw) / (2 * lam * dw @ dw), 0, 1)
+    assert doubled == pytest.approx(expected, rel=1e-12)
+    # never below the present holders' curvature
+    assert line_search_step([s1, s2, s3, 0.35, 0.7], w, dw, lam, 0.0) == plain
+
+
+def test_curvature_scaling_needs_a_quadratic_line_search():
+    from hyfdca import HyFDCASettings
+
+    with pytest.raises(ValueError, match="curvature_scaling"):
+        HyFDCASettings.from_variant("sigma-safe", H=5, curvature_scaling="absent-share")
+    with pytest.raises(ValueError, match="curvature_scaling"):
+        HyFDCASettings.from_variant("scaled-line-search", loss="logistic", H=5)
