@@ -41,6 +41,7 @@ ran (the paper's variant is in the table beside it; without the default in
     python benchmarks/hyfdca_variants.py --quick
     python benchmarks/hyfdca_variants.py --jobs 2 --markdown
     python benchmarks/hyfdca_variants.py --datasets a9a --participations 0.5,0.1
+    python benchmarks/hyfdca_variants.py --quick --variants scaled-line-search --set iic=0.03
 """
 
 import os
@@ -144,10 +145,10 @@ def run_cell(dataset, settings, p_star, budget, eval_every):
 
 
 def _task(job):
-    name, partition, part, lam, variant, budget, eval_every, p_star = job
+    name, partition, part, lam, variant, budget, eval_every, p_star, overrides = job
     kind, fraction = PARTICIPATIONS[part]
     settings = HyFDCASettings.from_variant(variant, loss=LOSS, lam=lam, participation=kind,
-                                           fraction=fraction)
+                                           fraction=fraction, **overrides)
     start = time.perf_counter()
     result = run_cell(_STATE[(name, partition)], settings, p_star, budget, eval_every)
     result.update(dataset=name, partition=partition, participation=part, lam=lam,
@@ -179,7 +180,8 @@ def prepare(cfg, args):
                 for part in cfg["participations"]:
                     for variant in cfg["variants"]:
                         jobs.append((name, partition, part, lam, variant,
-                                     cfg["budget"][part], cfg["eval_every"], p_star))
+                                     cfg["budget"][part], cfg["eval_every"], p_star,
+                                     cfg["overrides"]))
     return jobs
 
 
@@ -230,6 +232,9 @@ def main(argv=None):
     parser.add_argument("--lams", help="comma-separated lam values")
     parser.add_argument("--variants", help="comma-separated variants (default: paper,auto)")
     parser.add_argument("--eval-every", type=int, help="rounds between certificates")
+    parser.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
+                        help="override a settings field in every cell (e.g. step_cap=0.5, "
+                             "iic=0.03); repeatable")
     parser.add_argument("--markdown", action="store_true", help="print a Markdown table")
     args = parser.parse_args(argv)
     cfg = dict(QUICK if args.quick else FULL)
@@ -240,6 +245,13 @@ def main(argv=None):
         cfg["lams"] = tuple(float(v) for v in args.lams.split(","))
     if args.eval_every:
         cfg["eval_every"] = args.eval_every
+    cfg["overrides"] = {}
+    for item in args.set:
+        field, _, value = item.partition("=")
+        try:
+            cfg["overrides"][field] = float(value) if field != "H" else int(value)
+        except ValueError:
+            cfg["overrides"][field] = value
     unknown = sorted(set(cfg["datasets"]) - set(DATASETS)) + \
         sorted(set(cfg["participations"]) - set(PARTICIPATIONS))
     if unknown:
