@@ -158,10 +158,11 @@ def _task(job):
 
 # --- the matrix ---------------------------------------------------------------------------
 
-def prepare(cfg, args):
-    """Load the data sets this machine has, partition them, P* per (partition, lam);
-    return the jobs."""
-    jobs = []
+def prepare(cfg):
+    """Load the data sets this machine has, partition them, P* per pooled problem and lam
+    (grids and dealt partitions re-pool the same data: one solve; the quadrant scheme's
+    bias feature makes another); return the jobs."""
+    jobs, optima = [], {}
     for name in cfg["datasets"]:
         if locate_dataset(DATASETS[name][0]) is None:
             log(f"skipping {name}: not on this machine (see `hyfdca datasets`)")
@@ -172,9 +173,12 @@ def prepare(cfg, args):
             fed = partition_from_spec(X, y, partition, seed=SEED, image_shape=image_shape,
                                       cap=True)
             _STATE[(name, partition)] = fed
-            X_fed, y_fed = fed.reassemble()
             for lam in cfg["lams"]:
-                p_star = centralized_solution(X_fed, y_fed, loss=LOSS, lam=lam)[0]
+                key = (name, fed.n_features, lam)
+                if key not in optima:
+                    optima[key] = centralized_solution(*fed.reassemble(), loss=LOSS,
+                                                       lam=lam)[0]
+                p_star = optima[key]
                 log(f"{name} {partition}: {fed.n_clients} clients, lam {lam:g}, "
                     f"P* = {p_star:.6f}")
                 for part in cfg["participations"]:
@@ -257,7 +261,7 @@ def main(argv=None):
     if unknown:
         parser.error(f"unknown data set or participation: {unknown}")
     t0 = time.perf_counter()
-    jobs = prepare(cfg, args)
+    jobs = prepare(cfg)
     if not jobs:
         log("no data set of the matrix is on this machine")
         return 2

@@ -43,6 +43,12 @@ from hyfdca._round import (aggregation_weights, choose_step, correction_factors,
                            sampling_streams, step_bits)
 
 BACKENDS = ("numba", "cupy")
+
+
+def runs_on_batched_engine(settings):
+    """False for the logistic loss with the line search (its grid search sums NumPy
+    logarithms client by client): only the message engine runs it."""
+    return not (settings.line_search and settings.loss == "logistic")
 # Global column ids cost 4 bytes per non-zero (a third of the CSR); by default they are kept
 # only where every client's feature window is this small: many small clients, whose rounds
 # they speed up most (each client's window of feature ids is cold at every round).
@@ -82,7 +88,7 @@ class BatchedHyFDCA:
             raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
         self.dataset = dataset
         self.settings = s = settings.bind(dataset)
-        if s.line_search and s.loss == "logistic":
+        if not runs_on_batched_engine(s):
             raise ValueError("the batched engine does not run the logistic loss with the line "
                              "search (a grid search over client-side NumPy logarithms); use "
                              "engine='protocol'")
@@ -152,8 +158,7 @@ class BatchedHyFDCA:
             samp_ptr=_offsets(np.bincount(hold_sample, minlength=N)),  # holders of each
             samp_hold=np.argsort(hold_sample, kind="stable").astype(np.int64),  # sample
             y=y, q=q, partial_sq=partial, rho=correction_factors(s.rho, q, partial),
-            update_weight=aggregation_weights(counts[hold_sample]),
-            inv_holders=1.0 / np.asarray(counts[hold_sample], dtype=np.float64))
+            update_weight=aggregation_weights(counts[hold_sample]))
         self.local_margins = margins_are_local(counts)
         self.step_bits = step_bits(s)
         self.params = Params(alpha_scale=2.0 ** -(self.frac_bits + self.step_bits),
@@ -198,9 +203,6 @@ class BatchedHyFDCA:
         self.w = np.zeros(d)
         self.dw = np.zeros(d)
         # per-round buffers kept between rounds (a fresh allocation costs page faults)
-        # present holders at phase A, counted only where the eligibility rule needs them
-        self.present_now = np.zeros(0 if draws_all_samples(s.aggregation) else N,
-                                    dtype=np.int64)
         self.avail_mask = np.zeros(K, dtype=bool)
         self.shares = np.zeros((line_search_term_count(s), K))
 
@@ -249,10 +251,9 @@ class BatchedHyFDCA:
         synced = 0
         if plan.dual_sync_phase:
             every_sample = draws_all_samples(s.aggregation)
-            if not every_sample:
-                kern.present_holders(avail_mask, B, self.present_now)
-                D.eligible[:] = eligible_samples(s.aggregation, self.present_now,
-                                                 self.holder_counts)
+            if not every_sample:  # (phase C recounts the union's entries alike)
+                kern.present_holders(avail_mask, B, R.present)
+                eligible_samples(s.aggregation, R.present, self.holder_counts, out=D.eligible)
             self.token, synced = kern.sync_and_report(avail, stamp, self.version, B, P, duals,
                                                       prev, D.cand[0], X, self.token, self.w)
             kern.draw_clients(avail, self.round, B, D, not every_sample, permuted)

@@ -554,6 +554,7 @@ def primal_updates(avail, round_, stamp, B, P, duals, D, R, prev, cur, X, line_s
     data, indices, indptr, row_off = B.data, B.indices, B.indptr, B.row_off
     feat_off, hold_feat, hold_sample, y = B.feat_off, B.hold_feat, B.hold_sample, B.y
     alpha_loc, unreported, unreported_at = duals.alpha_loc, duals.unreported, duals.unreported_at
+    q, partial_sq = B.q, B.partial_sq
     enc_delta, present = R.enc_delta, R.present
     inv_frac_scale, lam_n, n_samples = P.inv_frac_scale, P.lam_n, P.n_samples
     lst, seg = cur.lst, cur.seg
@@ -581,7 +582,7 @@ def primal_updates(avail, round_, stamp, B, P, duals, D, R, prev, cur, X, line_s
             d = np.float64(enc_delta[i]) * inv_frac_scale
             if line_search:
                 values = line_search_terms(y[h], alpha_loc[h], d, present[i], n_samples,
-                                           B.q[h], B.partial_sq[h])
+                                           q[h], partial_sq[h])
                 for j in range(buf.shape[0]):
                     buf[j, terms] = values[j]
                 terms += 1
@@ -666,7 +667,7 @@ def certificate_sums(B, P, eval_alpha, w, wk, parts, margin, z, weight, out, err
     (``out[:, k]``)."""
     data, indices, indptr, row_off = B.data, B.indices, B.indptr, B.row_off
     feat_off, hold_feat, hold_sample = B.feat_off, B.hold_feat, B.hold_sample
-    samp_ptr, samp_hold, y, inv_holders = B.samp_ptr, B.samp_hold, B.y, B.inv_holders
+    samp_ptr, samp_hold, y = B.samp_ptr, B.samp_hold, B.y
     frac_scale, inv_frac_scale, n_samples = P.frac_scale, P.inv_frac_scale, P.n_samples
     code, smoothing = P.loss_code, P.smoothing
     K = row_off.shape[0] - 1
@@ -684,7 +685,8 @@ def certificate_sums(B, P, eval_alpha, w, wk, parts, margin, z, weight, out, err
         r1 = row_off[k + 1]
         for h in range(r0, r1):
             z[h] = np.float64(margin[hold_sample[h]]) * inv_frac_scale
-            weight[h] = inv_holders[h] / n_samples
+            i = hold_sample[h]  # the certificate's split of sample i: 1/|C_i| per holder
+            weight[h] = 1.0 / np.float64(samp_ptr[i + 1] - samp_ptr[i]) / n_samples
         loss, conj = weighted_objective_sums(code, z[r0:r1], y[r0:r1], eval_alpha[r0:r1],
                                              weight[r0:r1], smoothing)
         out[0, k] = loss

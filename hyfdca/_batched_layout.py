@@ -37,7 +37,6 @@ class Blocks(NamedTuple):
     partial_sq: np.ndarray   # float64 per holding: the client's part ||x_i^k||^2
     rho: np.ndarray          # float64 per holding: rho_i (``_round.correction_factors``)
     update_weight: np.ndarray  # float64 per holding (``_round.aggregation_weights``)
-    inv_holders: np.ndarray  # float64 per holding: 1/|C_i| (the certificate's split)
 
 
 class Params(NamedTuple):
@@ -85,7 +84,8 @@ class RoundArrays(NamedTuple):
     touched: np.ndarray    # int64 (N,): stamp of the round a sample received an update
     margin: np.ndarray     # int64 (N,): Enc(x_i . w) summed over holders
     enc_delta: np.ndarray  # int64 (N,): Enc(aggregated dalpha_i)
-    present: np.ndarray    # int64 (N,): present holders of each union sample
+    present: np.ndarray    # int64 (N,): present holders of each union sample (and of
+                           # every sample at phase A under the consistent rule)
     parts: np.ndarray      # int64 per holding: Enc(x_i^k . w), stale for absent holders
     upd: np.ndarray        # int64 per holding: Enc(dalpha_i x update weight)
     hold_mark: np.ndarray  # int64 per holding: stamp of the round it sent an update

@@ -16,6 +16,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from feddata import partition as P
+from hyfdca._batched import runs_on_batched_engine
 from hyfdca._run import run_hyfdca
 from hyfdca._settings import HyFDCASettings
 from solvers import as_csr
@@ -69,9 +70,7 @@ class _HyFDCABase(BaseEstimator):
         is the logistic loss with the line search, which only the message engine runs."""
         seed = self.random_state if self.random_state is not None else 0
         settings = self._settings()
-        bound = settings.bind(dataset)
-        batched = self.crypto == "plain" and not (bound.line_search
-                                                  and bound.loss == "logistic")
+        batched = self.crypto == "plain" and runs_on_batched_engine(settings.bind(dataset))
         run, history = run_hyfdca(dataset, settings, max_rounds=self.max_rounds,
                                   tol=self.tol, eval_every=self.eval_every,
                                   crypto=self.crypto, seed=int(seed), progress=self.verbose,

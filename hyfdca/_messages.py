@@ -235,34 +235,30 @@ def _describe(message, blobs):
     return spec
 
 
-def _rebuild(header, data, base):
-    offsets = [base]
-    blobs = {}
+def _array_specs(spec):
+    """The array layouts of a message header, in the order ``_describe`` wrote them."""
+    for entry in spec["fields"].values():
+        if entry["kind"] == "array":
+            yield entry
+        elif entry["kind"] == "encrypted":
+            yield from entry["arrays"].values()
+        elif entry["kind"] == "message":
+            yield from _array_specs(entry["value"])
 
-    def blob_sizes(spec):  # blobs are written in the order _describe appended them
-        for entry in spec["fields"].values():
-            if entry["kind"] == "array":
-                blobs[entry["blob"]] = entry
-            elif entry["kind"] == "encrypted":
-                for a in entry["arrays"].values():
-                    blobs[a["blob"]] = a
-            elif entry["kind"] == "message":
-                blob_sizes(entry["value"])
 
-    blob_sizes(header)
-    arrays = {}
-    for index in sorted(blobs):
-        spec = blobs[index]
+def _rebuild(header, data, offset):
+    arrays = []
+    for spec in _array_specs(header):
+        if spec["blob"] != len(arrays):
+            raise ValueError("malformed HyFDCA message header (arrays out of order)")
         dtype = np.dtype(spec["dtype"])
-        count = int(np.prod(spec["shape"], dtype=np.int64))
-        end = offsets[-1] + count * dtype.itemsize
+        end = offset + int(np.prod(spec["shape"], dtype=np.int64)) * dtype.itemsize
         if end > len(data):
             raise ValueError("truncated HyFDCA message")
-        arrays[index] = np.frombuffer(data[offsets[-1]:end], dtype=dtype).reshape(
-            spec["shape"]).copy()
-        offsets.append(end)
-    if offsets[-1] != len(data):
-        raise ValueError(f"HyFDCA message has {len(data) - offsets[-1]} trailing bytes")
+        arrays.append(np.frombuffer(data[offset:end], dtype=dtype).reshape(spec["shape"]).copy())
+        offset = end
+    if offset != len(data):
+        raise ValueError(f"HyFDCA message has {len(data) - offset} trailing bytes")
     return _build(header, arrays)
 
 

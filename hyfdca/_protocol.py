@@ -34,7 +34,8 @@ from crypto import deal_keys, masked_total
 from feddata import Participation
 from hyfdca import _messages as msg
 from hyfdca._client import Client
-from hyfdca._round import eligible_samples, margins_are_local, plan_round, sampling_streams
+from hyfdca._round import (draws_all_samples, eligible_samples, margins_are_local, plan_round,
+                           sampling_streams)
 from hyfdca._server import Server
 from hyfdca._transport import InProcessTransport
 
@@ -94,12 +95,14 @@ class HyFDCARun:
 
     def _eligible(self, available):
         """Per available client, which of its samples may be drawn (``_round``)."""
+        blocks, aggregation = self.dataset.blocks, self.settings.aggregation
+        if draws_all_samples(aggregation):
+            return {k: np.ones(blocks[k].sample_ids.size, dtype=bool) for k in available}
         present = np.zeros(self.dataset.n_samples, dtype=np.int64)
         for k in available:
-            present[self.dataset.blocks[k].sample_ids] += 1
-        eligible = eligible_samples(self.settings.aggregation, present,
-                                    self.dataset.holder_counts)
-        return {k: eligible[self.dataset.blocks[k].sample_ids] for k in available}
+            present[blocks[k].sample_ids] += 1
+        eligible = eligible_samples(aggregation, present, self.dataset.holder_counts)
+        return {k: eligible[blocks[k].sample_ids] for k in available}
 
     # --- one round ----------------------------------------------------------------------
 

@@ -86,13 +86,16 @@ def draws_all_samples(aggregation):
     return aggregation == "mean"
 
 
-def eligible_samples(aggregation, present_holders, holder_counts):
-    """Which samples may be drawn this round (boolean, over all samples): all under
-    ``"mean"``; under ``"consistent"`` those whose holders are all present
-    (``present_holders[i] == |C_i|``)."""
+def eligible_samples(aggregation, present_holders, holder_counts, out=None):
+    """Which samples may be drawn this round (boolean, over all samples; into ``out`` if
+    given): all under ``"mean"``; under ``"consistent"`` those whose holders are all
+    present (``present_holders[i] == |C_i|``)."""
+    if out is None:
+        out = np.empty(holder_counts.shape[0], dtype=bool)
     if draws_all_samples(aggregation):
-        return np.ones(holder_counts.shape[0], dtype=bool)
-    return present_holders == holder_counts
+        out[:] = True
+        return out
+    return np.equal(present_holders, holder_counts, out=out)
 
 
 # --- curvature and step of the local dual method --------------------------------------
@@ -181,11 +184,12 @@ def line_search_terms(y_i, alpha_i, d_i, present_i, n_samples, q_i, partial_i):
 @njit(cache=True)
 def _quadratic_shares(y, alpha, d, present, n_samples, q, partial, count):
     n = y.shape[0]
-    terms = np.empty((5, n))
+    terms = np.empty((count, n))
     for t in range(n):
-        (terms[0, t], terms[1, t], terms[2, t], terms[3, t],
-         terms[4, t]) = line_search_terms(y[t], alpha[t], d[t], present[t], n_samples, q[t],
-                                          partial[t])
+        values = line_search_terms(y[t], alpha[t], d[t], present[t], n_samples, q[t],
+                                   partial[t])
+        for j in range(count):
+            terms[j, t] = values[j]
     out = np.empty(count)
     for j in range(count):
         out[j] = pairwise_sum(terms[j], 0, n)

@@ -77,7 +77,7 @@ def draw_params(method, rng, lam):
     params.update({name: params[name] / convexity for name, space in spaces.items()
                    if space.per_convexity})
     if "a" in params:
-        limit = 0.5 * params["b"] / (lam + params.get("mu", 0.0))
+        limit = 0.5 * params["b"] / convexity
         params["a"] = min(params["a"], limit)
     return params
 
