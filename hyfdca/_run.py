@@ -11,7 +11,8 @@ from hyfdca._protocol import HyFDCARun
 ENGINES = ("protocol", "batched")
 
 
-def run_hyfdca(dataset, settings, *, max_rounds=100, tol=None, eval_every=1, p_star=None,
+def run_hyfdca(dataset, settings, *, max_rounds=100, tol=None, rel_tol=None, eval_every=1,
+               p_star=None,
                validation=None, crypto="plain", crypto_options=None, frac_bits=32, seed=0,
                record=False, progress=False, callback=None, engine="protocol",
                backend="numba"):
@@ -23,8 +24,10 @@ def run_hyfdca(dataset, settings, *, max_rounds=100, tol=None, eval_every=1, p_s
     bit for bit, every client of a round in one Numba call per phase (``backend="cupy"``:
     on a GPU), bytes reported as 0 and the plain backend's operation counts.
 
-    Stops after ``max_rounds``, when the certificate's gap is at most ``tol``, or when the
-    gap is no longer finite (divergence). ``validation`` = (X_val, y_val) adds the
+    Stops after ``max_rounds``, when the certificate's gap P - D is at most ``tol`` or at
+    most ``rel_tol`` |P| (a relative duality gap, which bounds the relative loss
+    (P - P*)/P* from above since D <= P*), or when the gap is no longer finite
+    (divergence). ``validation`` = (X_val, y_val) adds the
     validation accuracy of w(alpha) to the history. ``run.model`` is the w(alpha) of the
     last certificate: the model whose gap was certified (under partial participation the
     server's running w also holds stale parts of absent clients).
@@ -46,7 +49,7 @@ def run_hyfdca(dataset, settings, *, max_rounds=100, tol=None, eval_every=1, p_s
     def evaluate():
         primal, dual, run.model = _guarded(run, run.certificate)
         history.add_evaluation(run.round, primal, dual, _accuracy(run.model, validation))
-        return primal - dual
+        return primal - dual, primal
 
     evaluate()
     rounds = range(max_rounds)
@@ -59,14 +62,20 @@ def run_hyfdca(dataset, settings, *, max_rounds=100, tol=None, eval_every=1, p_s
         record_["protocol_seconds"] = time.perf_counter() - start
         history.add_round(record_)
         if run.round % eval_every == 0 or run.round == max_rounds:
-            gap = evaluate()
+            gap, primal = evaluate()
             if progress:
                 rounds.set_postfix(gap=f"{gap:.2e}")
-            if (tol is not None and gap <= tol) or not np.isfinite(gap):
+            if converged(gap, primal, tol, rel_tol) or not np.isfinite(gap):
                 break
         if callback is not None:
             callback(run)
     return run, history
+
+
+def converged(gap, primal, tol=None, rel_tol=None):
+    """gap <= tol, or gap <= rel_tol |primal| (either test given)."""
+    return bool((tol is not None and gap <= tol)
+                or (rel_tol is not None and gap <= rel_tol * abs(primal)))
 
 
 def _guarded(run, operation):

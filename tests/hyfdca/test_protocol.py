@@ -94,6 +94,21 @@ def test_converges_to_the_centralized_optimum(small, p_star, name, participation
     assert abs(last["relative_loss"]) <= 1e-4
 
 
+def test_relative_tolerance_stops_at_the_first_certificate_that_meets_it(small):
+    """rel_tol stops at the first evaluation with gap <= rel_tol |P|, not before."""
+    X, y = small
+    settings = HyFDCASettings.from_variant("auto", lam=LAM, H=50)
+    _, full = run_hyfdca(partitions(X, y)["hybrid"], settings, max_rounds=200,
+                         eval_every=10, seed=0, engine="batched")
+    relative = {r: e["gap"] / abs(e["primal"]) for r, e in full.evaluations.items()}
+    target = sorted(relative.values())[len(relative) // 2]  # met halfway, not at once
+    first = min(r for r, v in relative.items() if v <= target)
+    run, stopped = run_hyfdca(partitions(X, y)["hybrid"], settings, max_rounds=200,
+                              eval_every=10, seed=0, engine="batched", rel_tol=target)
+    assert run.round == first > 0
+    assert all(v > target for r, v in relative.items() if r < first)
+
+
 def test_paper_variant_diverges_on_a_hybrid_grid(small, p_star):
     """docs/algorithm.md section 5, lesson (a): sigma = 1 with added sample-group updates
     blows up (3x3 hybrid)."""
