@@ -69,6 +69,7 @@ import time
 import numpy as np
 
 from baselines._base import ConvexBaseline
+from feddata import local_work
 from solvers.kernels import row_sq_norms, sdca_pass
 
 GAMMAS = ("averaging", "adding")
@@ -139,6 +140,7 @@ class D3CA(ConvexBaseline):
         blocks = self.dataset.blocks
         total = np.zeros(self.dataset.n_samples)
         seconds = np.zeros(len(blocks))
+        ops = np.zeros(len(blocks), dtype=np.int64)
         traffic_up = traffic_down = 0
         for k in available:
             block = blocks[k]
@@ -146,9 +148,11 @@ class D3CA(ConvexBaseline):
             start = time.perf_counter()
             alpha_k = self.alpha[I].reshape(-1, 1).copy()
             w_k = self.w[J].reshape(-1, 1).copy()
+            order = self.local_order(k)
             sdca_pass(X.data, X.indices, X.indptr, self.targets[k], alpha_k, w_k,
-                      self.local_norms[k], self.local_order(k), self.code, self.lam_n,
+                      self.local_norms[k], order, self.code, self.lam_n,
                       self.sigma, self.smoothing)
+            ops[k] += local_work(X.indptr, order)
             seconds[k] += time.perf_counter() - start
             total[I] += alpha_k[:, 0] - self.alpha[I]
             traffic_down += 8 * (I.size + J.size)
@@ -160,9 +164,10 @@ class D3CA(ConvexBaseline):
             start = time.perf_counter()
             self.v[k] = block.X.T @ self.alpha[block.sample_ids] / self.lam_n
             seconds[k] += time.perf_counter() - start
+            ops[k] += block.X.nnz
             traffic_down += 8 * block.sample_ids.size
             traffic_up += 8 * block.feature_ids.size
         for k, block in enumerate(blocks):
             self.w[block.feature_ids] += self.v[k]
-        return dict(compute_seconds=float(seconds.max()), rtc=2, bytes_up=traffic_up,
-                    bytes_down=traffic_down)
+        return dict(compute_seconds=float(seconds.max()), compute_ops=int(ops.max()), rtc=2,
+                    bytes_up=traffic_up, bytes_down=traffic_down)

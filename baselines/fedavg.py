@@ -26,6 +26,7 @@ import numpy as np
 
 from baselines._base import ConvexBaseline
 from baselines._local_sgd import local_sgd
+from feddata import local_work
 
 
 class FedAvg(ConvexBaseline):
@@ -61,7 +62,7 @@ class FedAvg(ConvexBaseline):
     def _round(self, available):
         total = np.zeros(self.dataset.n_features)
         weight = np.zeros(self.dataset.n_features)
-        slowest, traffic = 0.0, 0
+        slowest, slowest_ops, traffic = 0.0, 0, 0
         for k in available:
             block, H = self.dataset.blocks[k], self.H[k]
             X, J = block.X, block.feature_ids
@@ -71,12 +72,14 @@ class FedAvg(ConvexBaseline):
                             self.a, self.b, float(self.round * H), self.lam, self.mu,
                             self.code, self.smoothing)
             slowest = max(slowest, time.perf_counter() - start)
+            slowest_ops = max(slowest_ops, local_work(X.indptr, order))
             total[J] += self._weight(k) * w_k
             weight[J] += self._weight(k)
             traffic += 8 * J.size
         covered = weight > 0
         self.w[covered] = total[covered] / weight[covered]
-        return dict(compute_seconds=slowest, rtc=1, bytes_up=traffic, bytes_down=traffic)
+        return dict(compute_seconds=slowest, compute_ops=slowest_ops, rtc=1, bytes_up=traffic,
+                    bytes_down=traffic)
 
 
 class HyFEMLinear(FedAvg):

@@ -16,7 +16,7 @@ docs/architecture.md.
 
 from feddata import datasets, partition
 from feddata.federated import ClientBlock, FederatedDataset, make_block
-from feddata.history import History
+from feddata.history import History, local_work
 from feddata.participation import KINDS as PARTICIPATION_KINDS
 from feddata.participation import Participation
 from feddata.problems import federated_problem
@@ -26,6 +26,7 @@ __all__ = [
     "ClientBlock",
     "FederatedDataset",
     "History",
+    "local_work",
     "Participation",
     "datasets",
     "federated_problem",

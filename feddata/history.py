@@ -6,11 +6,21 @@ import json
 import numpy as np
 
 ROUND_FIELDS = ("round", "available", "step", "rtc", "bytes_up", "bytes_down",
-                "encrypt", "decrypt", "add", "multiply", "compute_seconds",
+                "encrypt", "decrypt", "add", "multiply", "compute_seconds", "compute_ops",
                 "protocol_seconds", "encryption_seconds")
-# filled in later by whoever measures it (the experiments' time model); 0 until then
-OPTIONAL_ROUND_FIELDS = {"encryption_seconds": 0.0}
+# encryption_seconds: filled in later by whoever measures it (the experiments' time model),
+# 0 until then. compute_ops: the slowest present client's local work, sum over its local
+# steps of (non-zeros of the row + 1), the unit of the deterministic time model; NaN for a
+# method that does not count it.
+OPTIONAL_ROUND_FIELDS = {"encryption_seconds": 0.0, "compute_ops": float("nan")}
 EVAL_FIELDS = ("primal", "dual", "gap", "relative_loss", "validation_accuracy")
+
+
+def local_work(indptr, steps):
+    """A client's ``compute_ops`` for local steps at the CSR rows ``steps`` (repeats
+    count): sum over the steps of (non-zeros of the row + 1)."""
+    steps = np.asarray(steps, dtype=np.int64)
+    return int(np.sum(indptr[steps + 1] - indptr[steps]) + steps.size)
 
 
 class History:

@@ -312,8 +312,8 @@ class BatchedHyFDCA:
         if total_work:
             compute *= numba.get_num_threads() * int(work.max()) / total_work
         return dict(round=self.round, available=int(avail.size), step=g,
-                    rtc=plan.round_trips,
-                    bytes_up=0, bytes_down=0, compute_seconds=compute, updates=updates,
+                    rtc=plan.round_trips, bytes_up=0, bytes_down=0, compute_seconds=compute,
+                    compute_ops=int(work.max(initial=0)), updates=updates,
                     engine_seconds=time.perf_counter() - start,
                     encrypt=encrypt, decrypt=int(synced) + margins * updates + n_requested,
                     add=margins * union_holdings + received + stepped,

@@ -4,6 +4,7 @@ import time
 
 import numpy as np
 
+from feddata import local_work
 from hyfdca import _messages as msg
 from hyfdca._draws import draw_positions
 from hyfdca._primal_change import rows_change
@@ -58,6 +59,7 @@ class Client:
         # seconds of its last LocalDualMethod: a measurement for the simulation's time
         # model, never sent (how long the steps took would tell how many samples moved)
         self.compute_seconds = 0.0
+        self.compute_ops = 0
         self._eval_alpha = self.alpha
         self._refresh = None
         # alpha is the copy the server's w accounts for; the last tentative step
@@ -181,6 +183,7 @@ class Client:
                                       s.loss_code, s.lam_n, s.sigma_bound, s.smoothing,
                                       self.X.shape[1])
         self.compute_seconds = time.perf_counter() - start
+        self.compute_ops = local_work(self.X.indptr, self.drawn)
         # every drawn sample, zeros included: which ones did not move would tell the
         # server about their margins (for hinge, alpha_i = 0 and no step means y_i z_i >= 1)
         drawn = np.unique(self.drawn)

@@ -134,6 +134,7 @@ class HyFDCARun:
         # the simulation's time model: the slowest client's LocalDualMethod (measured by
         # the clients, not part of any message)
         compute = max((self.clients[k].compute_seconds for k in avail), default=0.0)
+        compute_ops = max((self.clients[k].compute_ops for k in avail), default=0)
 
         tag = f"round-{self.round}"
         updates = {}
@@ -159,7 +160,7 @@ class HyFDCARun:
         self.round += 1
         return dict(round=self.round, available=len(avail), step=g, rtc=traffic.rtc,
                     bytes_up=traffic.bytes_up, bytes_down=traffic.bytes_down,
-                    compute_seconds=compute,
+                    compute_seconds=compute, compute_ops=compute_ops,
                     **{f: after[f] - before[f] for f in CRYPTO_FIELDS})
 
     # --- certificate --------------------------------------------------------------------

@@ -165,7 +165,15 @@ def cmd_experiment(args):
     if args.fractions:
         config["fractions"] = tuple(float(f) for f in args.fractions.split(","))
     costs = None
-    if args.backend != "plain":
+    if args.deterministic and args.key_bits != 2048:
+        raise SystemExit("--deterministic charges the reference costs of 2048-bit keys; "
+                         f"drop --key-bits {args.key_bits} or --deterministic")
+    if args.deterministic:
+        costs = experiments.REFERENCE_COSTS[args.backend]
+        print(f"deterministic time model: {experiments.SECONDS_PER_OP:g} s per unit of local "
+              f"work and the reference per-value costs of {args.backend}; no real-time "
+              f"search budget")
+    elif args.backend != "plain":
         print(f"measuring {args.backend} at {args.key_bits} bits for the time model ...")
         measured = profile.measure_operations(args.backend, key_bits=args.key_bits,
                                               n_values=args.cost_values, repeats=1)
@@ -176,7 +184,7 @@ def cmd_experiment(args):
         raise SystemExit(f"unknown method(s) {unknown}; known: {list(experiments.ALL_METHODS)}")
     _, wins_iter, wins_time, total = experiments.run_suite(
         config, args.output, methods=methods, costs=costs, latency=args.latency,
-        seed=args.seed, engine=args.engine)
+        seed=args.seed, engine=args.engine, deterministic=args.deterministic)
     print((open(f"{args.output}/verdict.md").read()))
     print(f"figures and tables in {args.output}/")
     print(f"headline: hyfdca_wins_iter={wins_iter}/{total} hyfdca_wins_time={wins_time}/{total}")
@@ -276,6 +284,10 @@ def build_parser():
     p.add_argument("--cost-values", type=int, default=20,
                    help="values per vector when measuring the backend's costs")
     p.add_argument("--latency", type=float, default=0.2575, help="seconds per round trip")
+    p.add_argument("--deterministic", action="store_true",
+                   help="time model from operation counts and reference per-value costs "
+                        "(2048-bit keys), no real-time search budget: the same verdict, "
+                        "tuning and results on every machine")
     p.add_argument("--engine", choices=ENGINES, default="batched",
                    help="HyFDCA's engine: batched (all clients per Numba call) or protocol "
                         "(per-client messages); same iterates and operation counts")

@@ -24,8 +24,9 @@ def _fit_one(X, y, loss, lam, tol, max_iter):
     n = X.shape[0]
     C = 1.0 / (lam * n)
     if loss in ("hinge", "squared_hinge"):
+        # liblinear shuffles its coordinates: seeded, so that P* is the same bits every time
         model = LinearSVC(loss=loss, dual=True, C=C, fit_intercept=False, tol=tol,
-                          max_iter=max_iter)
+                          max_iter=max_iter, random_state=0)
         return model.fit(X, y).coef_.ravel()
     if loss == "logistic":
         model = LogisticRegression(C=C, fit_intercept=False, tol=tol, max_iter=max_iter)

@@ -4,13 +4,15 @@ equal wall time, Figure 3 style plots, the verdict table)."""
 
 from hyfdca.experiments._compare import Comparison, compare, final_values, winners
 from hyfdca.experiments._gra import grey_relational_grades, select_by_gra
-from hyfdca.experiments._methods import ALL_METHODS, METHODS, SPACES, Problem, run_method
+from hyfdca.experiments._methods import (ALL_METHODS, METHODS, REFERENCE_COSTS,
+                                         SECONDS_PER_OP, SPACES, Problem, run_method)
 from hyfdca.experiments._metrics import (METRIC_NAMES, moving_average, selection_metrics,
                                          smoothing_window)
 from hyfdca.experiments._search import Tuning, tune
 from hyfdca.experiments._suite import FULL, QUICK, prepare, run_suite
 
-__all__ = ["ALL_METHODS", "FULL", "METHODS", "METRIC_NAMES", "QUICK", "SPACES", "Comparison", "Problem",
+__all__ = ["ALL_METHODS", "FULL", "METHODS", "METRIC_NAMES", "QUICK", "REFERENCE_COSTS",
+           "SECONDS_PER_OP", "SPACES", "Comparison", "Problem",
            "Tuning", "compare", "final_values", "grey_relational_grades", "moving_average",
            "prepare", "run_method", "run_suite", "select_by_gra", "selection_metrics",
            "smoothing_window", "tune", "winners"]

@@ -8,6 +8,12 @@ per-value costs measured on this machine for the chosen backend
 (:func:`hyfdca.profile.measure_operations`): client-side operations split evenly over the
 round's present clients (they work in parallel), server-side ones in full. The baselines
 encrypt nothing.
+
+Deterministic time model (``Problem.deterministic``): the machine's clock is read nowhere.
+Each round's compute time is its ``compute_ops`` (the slowest present client's local work,
+``feddata.local_work``) times :data:`SECONDS_PER_OP`, and encryption is charged at the
+fixed per-value costs :data:`REFERENCE_COSTS`, so that the tuning, the equal-time runs and
+the verdict are the same bits on every machine.
 """
 
 from dataclasses import dataclass
@@ -17,6 +23,20 @@ import numpy as np
 from baselines import D3CA, BlockSplittingADMM, FedAvg, HyFEMLinear, run_baseline
 from hyfdca._run import run_hyfdca
 from hyfdca._settings import HyFDCASettings
+
+
+# Reference constants of the deterministic time model, measured once on the development
+# machine (2-core AMD EPYC VM, 2026-11-23; benchmarks/README.md, "The paper's experiments"):
+# seconds per unit of local work (a9a rows, one thread: LocalDualMethod 6.8 ns, local SGD
+# 5.3-6.7 ns), and per-value seconds of each backend's operations at 2048-bit keys
+# (`hyfdca profile`'s measure_operations).
+SECONDS_PER_OP = 6.5e-9
+REFERENCE_COSTS = {
+    "paillier": dict(encrypt=1.07e-2, decrypt=3.0e-3, add=6.1e-6, multiply=9.9e-5),
+    "fast-paillier": dict(encrypt=1.5e-4, decrypt=3.95e-3, add=6.0e-6, multiply=1.67e-4),
+    "mask": dict(encrypt=9.6e-8, decrypt=2.6e-7, add=1.0e-7, multiply=8.3e-8),
+    "plain": None,
+}
 
 
 @dataclass(frozen=True)
@@ -95,6 +115,7 @@ class Problem:
     validation: tuple | None = None
     seed: int = 0
     engine: str = "batched"  # HyFDCA's engine: "batched" or "protocol" (same iterates)
+    deterministic: bool = False  # compute time from operation counts, not the clock
 
 
 def run_method(method, problem, params, *, rounds, eval_every=1, costs=None):
@@ -110,11 +131,24 @@ def run_method(method, problem, params, *, rounds, eval_every=1, costs=None):
                                 engine=problem.engine)
         if costs is not None:
             charge_encryption(history, costs)
-        return history
-    model = BASELINES[method](problem.dataset, loss=problem.loss, lam=problem.lam, seed=problem.seed,
-                **common, **params)
-    return run_baseline(model, max_rounds=rounds, eval_every=eval_every,
-                        p_star=problem.p_star, validation=problem.validation)
+    else:
+        model = BASELINES[method](problem.dataset, loss=problem.loss, lam=problem.lam,
+                                  seed=problem.seed, **common, **params)
+        history = run_baseline(model, max_rounds=rounds, eval_every=eval_every,
+                               p_star=problem.p_star, validation=problem.validation)
+    if problem.deterministic:
+        charge_compute(history, method)
+    return history
+
+
+def charge_compute(history, method):
+    """Set each round's ``compute_seconds`` to compute_ops x SECONDS_PER_OP (in place);
+    a method that does not count its local work cannot be timed this way."""
+    for record in history.rounds:
+        if not np.isfinite(record["compute_ops"]):
+            raise ValueError(f"{method} does not count its local work (compute_ops): the "
+                             f"deterministic time model cannot time it")
+        record["compute_seconds"] = record["compute_ops"] * SECONDS_PER_OP
 
 
 def charge_encryption(history, costs):

@@ -46,10 +46,15 @@ def _formats(stem):
 
 
 def run_suite(config, output, *, methods=METHODS, costs=None, latency=0.2575, seed=0,
-              engine="batched", log=_log):
+              engine="batched", deterministic=False, log=_log):
     """Run every comparison of ``config`` (QUICK, FULL or alike); write figures, tables and
     JSON under ``output``; return (comparisons, wins_iter, wins_time, total). HyFDCA runs
-    on ``engine`` ("batched" or "protocol": same iterates and operation counts)."""
+    on ``engine`` ("batched" or "protocol": same iterates and operation counts).
+    ``deterministic``: compute time from operation counts (``_methods.charge_compute``)
+    and no real-time budget for the search, so the results are the same bits on every
+    machine (give ``costs`` from ``REFERENCE_COSTS`` too)."""
+    if deterministic and config.get("budget_seconds") is not None:
+        config = dict(config, budget_seconds=None)
     out = Path(output)
     out.mkdir(parents=True, exist_ok=True)
     comparisons = []
@@ -62,7 +67,7 @@ def run_suite(config, output, *, methods=METHODS, costs=None, latency=0.2575, se
             fed, validation, p_star = prepare(name, partition, lam=config["lam"], seed=seed)
             for fraction in config["fractions"]:
                 problem = Problem(fed, "hinge", config["lam"], "fraction", fraction, p_star,
-                                  validation, seed, engine)
+                                  validation, seed, engine, deterministic)
                 label = f"{name} {partition} f={fraction:g}"
                 log(f"comparing on {label} ...")
                 per_dataset.append(compare(

@@ -110,6 +110,38 @@ def test_both_engines_give_the_same_history_and_encryption_charge(problem):
     assert all(r["compute_seconds"] > 0 for r in b.rounds)
 
 
+def test_deterministic_time_model_charges_counted_work(problem):
+    """Every method's compute time is its slowest client's counted work x SECONDS_PER_OP;
+    both HyFDCA engines count the same work."""
+    from dataclasses import replace
+    det = replace(problem, deterministic=True)
+    runs = {engine: E.run_method("HyFDCA", replace(det, engine=engine), {}, rounds=4)
+            for engine in ("protocol", "batched")}
+    ops = [[r["compute_ops"] for r in h.rounds] for h in runs.values()]
+    assert ops[0] == ops[1] and min(ops[0]) > 0
+    for method in ("FedAvg", "HyFEM", "D3CA"):
+        runs[method] = E.run_method(method, det, {}, rounds=3)
+    for history in runs.values():
+        for r in history.rounds:
+            assert r["compute_ops"] > 0
+            assert r["compute_seconds"] == r["compute_ops"] * E.SECONDS_PER_OP
+    with pytest.raises(ValueError, match="does not count its local work"):
+        E.run_method("ADMM", replace(det, participation="full", fraction=1.0), {}, rounds=2)
+
+
+def test_deterministic_suite_gives_the_same_bits_twice(tmp_path):
+    """Tuning, equal-time runs and verdict do not depend on the machine's clock."""
+    config = dict(E.QUICK, datasets={"breast_cancer": ("2x2",)}, fractions=(0.5,),
+                  rounds=8, tune_rounds=4, max_candidates=2, budget_seconds=30)
+    outputs = []
+    for name in ("a", "b"):
+        E.run_suite(config, tmp_path / name, costs=E.REFERENCE_COSTS["paillier"],
+                    deterministic=True, log=lambda _: None)
+        outputs.append((tmp_path / name / "results.json").read_bytes())
+    assert outputs[0] == outputs[1]
+    assert b"simulated_seconds" in outputs[0]
+
+
 def test_tuning_starts_from_the_defaults_and_is_seeded(problem):
     first = E.tune("FedAvg", problem, rounds=4, max_candidates=1)
     assert first.params == dict(iic=1.0, a=1.0 / problem.lam, b=10.0) and first.tried == 1
