@@ -184,7 +184,8 @@ def cmd_experiment(args):
         raise SystemExit(f"unknown method(s) {unknown}; known: {list(experiments.ALL_METHODS)}")
     _, wins_iter, wins_time, total = experiments.run_suite(
         config, args.output, methods=methods, costs=costs, latency=args.latency,
-        seed=args.seed, engine=args.engine, deterministic=args.deterministic)
+        seed=args.seed, engine=args.engine, deterministic=args.deterministic,
+        n_jobs=args.jobs, scheduler=args.scheduler)
     print((open(f"{args.output}/verdict.md").read()))
     print(f"figures and tables in {args.output}/")
     print(f"headline: hyfdca_wins_iter={wins_iter}/{total} hyfdca_wins_time={wins_time}/{total}")
@@ -284,6 +285,11 @@ def build_parser():
     p.add_argument("--cost-values", type=int, default=20,
                    help="values per vector when measuring the backend's costs")
     p.add_argument("--latency", type=float, default=0.2575, help="seconds per round trip")
+    p.add_argument("--jobs", type=int, default=1,
+                   help="comparisons run at once in local processes (-1: one per core)")
+    p.add_argument("--scheduler", default=None, metavar="ADDRESS",
+                   help="run the comparisons on the Dask cluster at ADDRESS (e.g. "
+                        "tcp://10.0.0.5:8786; needs pip install 'hyfdca[cluster]')")
     p.add_argument("--deterministic", action="store_true",
                    help="time model from operation counts and reference per-value costs "
                         "(2048-bit keys), no real-time search budget: the same verdict, "

@@ -5,10 +5,18 @@ FedAvg and HyFEM, then figures, tables and the verdict, written to a folder.
 ``QUICK`` runs on the embedded breast-cancer data (CI-sized); ``FULL`` is the paper's grid
 with a9a and the SMS text standing in for its data (they need ``../shared/data``), the
 news20-shaped synthetic set, and Fashion-MNIST in the quadrant scheme when installed.
+
+Comparisons are independent: ``n_jobs`` runs them in parallel processes through joblib
+(local by default), and ``scheduler`` (the address of a Dask cluster) spreads them over
+that cluster's workers through joblib's Dask backend. Results do not depend on where a
+comparison ran: with the deterministic time model they are the same bits (tested).
 """
 
 import json
+from contextlib import contextmanager
 from pathlib import Path
+
+from joblib import Parallel, delayed, parallel_config
 
 from feddata import datasets, federated_problem
 from hyfdca.experiments._compare import compare
@@ -40,41 +48,68 @@ def _log(message):
     print(message, flush=True)
 
 
+@contextmanager
+def _cluster(scheduler):
+    """joblib's Dask backend on the cluster at ``scheduler`` (None: joblib's local
+    processes)."""
+    if scheduler is None:
+        yield
+        return
+    try:
+        from dask.distributed import Client
+    except ImportError as err:
+        raise ImportError("a Dask scheduler needs dask[distributed]: pip install "
+                          "'hyfdca[cluster]'") from err
+    with Client(scheduler), parallel_config(backend="dask"):
+        yield
+
+
 def _formats(stem):
     """The figure files for ``stem``: PNG and PDF."""
     return [Path(f"{stem}.{ext}") for ext in ("png", "pdf")]
 
 
 def run_suite(config, output, *, methods=METHODS, costs=None, latency=0.2575, seed=0,
-              engine="batched", deterministic=False, log=_log):
+              engine="batched", deterministic=False, n_jobs=1, scheduler=None, log=_log):
     """Run every comparison of ``config`` (QUICK, FULL or alike); write figures, tables and
     JSON under ``output``; return (comparisons, wins_iter, wins_time, total). HyFDCA runs
     on ``engine`` ("batched" or "protocol": same iterates and operation counts).
     ``deterministic``: compute time from operation counts (``_methods.charge_compute``)
     and no real-time budget for the search, so the results are the same bits on every
-    machine (give ``costs`` from ``REFERENCE_COSTS`` too)."""
+    machine (give ``costs`` from ``REFERENCE_COSTS`` too). ``n_jobs`` comparisons run at
+    once (joblib processes; -1: one per core); ``scheduler``: a Dask scheduler address
+    whose workers run them instead (needs ``dask[distributed]``)."""
     if deterministic and config.get("budget_seconds") is not None:
         config = dict(config, budget_seconds=None)
     out = Path(output)
     out.mkdir(parents=True, exist_ok=True)
-    comparisons = []
+    settings = {}   # data set -> [(label, problem)]
     for name, partitions in config["datasets"].items():
         if datasets.locate_dataset(name) is None:
             log(f"skipping {name}: not on this machine (see `hyfdca datasets`)")
             continue
-        per_dataset = []
         for partition in partitions:
             fed, validation, p_star = prepare(name, partition, lam=config["lam"], seed=seed)
             for fraction in config["fractions"]:
                 problem = Problem(fed, "hinge", config["lam"], "fraction", fraction, p_star,
                                   validation, seed, engine, deterministic)
-                label = f"{name} {partition} f={fraction:g}"
-                log(f"comparing on {label} ...")
-                per_dataset.append(compare(
-                    label, problem, methods, rounds=config["rounds"],
-                    tune_rounds=config["tune_rounds"], max_candidates=config["max_candidates"],
-                    budget_seconds=config["budget_seconds"], costs=costs, latency=latency,
-                    eval_every=config.get("eval_every", 1)))
+                settings.setdefault(name, []).append(
+                    (f"{name} {partition} f={fraction:g}", problem))
+    jobs = [job for per_dataset in settings.values() for job in per_dataset]
+    log(f"{len(jobs)} comparisons, "
+        + (f"on the Dask cluster at {scheduler}" if scheduler else f"n_jobs={n_jobs}"))
+    options = dict(rounds=config["rounds"], tune_rounds=config["tune_rounds"],
+                   max_candidates=config["max_candidates"],
+                   budget_seconds=config["budget_seconds"], costs=costs, latency=latency,
+                   eval_every=config.get("eval_every", 1))
+    with _cluster(scheduler):
+        done = Parallel(n_jobs=-1 if scheduler else n_jobs)(
+            delayed(compare)(label, problem, methods, **options) for label, problem in jobs)
+    comparisons = []
+    for name, per_dataset in settings.items():
+        per_dataset, done = done[:len(per_dataset)], done[len(per_dataset):]
+        for comp in per_dataset:
+            log(f"compared on {comp.name}")
         if per_dataset:
             grid = dict(columns=len(config["fractions"]))  # a row per partition
             for axis, stem in (("iteration", "iterations"), ("time", "time")):

@@ -142,6 +142,24 @@ def test_deterministic_suite_gives_the_same_bits_twice(tmp_path):
     assert b"simulated_seconds" in outputs[0]
 
 
+def test_parallel_and_dask_runs_give_the_same_bits(tmp_path):
+    """Comparisons spread over local processes or a Dask cluster's workers give the same
+    deterministic results as one process."""
+    distributed = pytest.importorskip("dask.distributed")
+    config = dict(E.QUICK, datasets={"breast_cancer": ("2x2",)}, fractions=(0.5, 0.9),
+                  rounds=6, tune_rounds=3, max_candidates=2)
+    costs = E.REFERENCE_COSTS["mask"]
+    outputs = {}
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1,
+                                  dashboard_address=None) as cluster:
+        for name, options in (("serial", {}), ("processes", dict(n_jobs=2)),
+                              ("dask", dict(scheduler=cluster.scheduler_address))):
+            E.run_suite(config, tmp_path / name, costs=costs, deterministic=True,
+                        log=lambda _: None, **options)
+            outputs[name] = (tmp_path / name / "results.json").read_bytes()
+    assert outputs["serial"] == outputs["processes"] == outputs["dask"]
+
+
 def test_tuning_starts_from_the_defaults_and_is_seeded(problem):
     first = E.tune("FedAvg", problem, rounds=4, max_candidates=1)
     assert first.params == dict(iic=1.0, a=1.0 / problem.lam, b=10.0) and first.tried == 1
