@@ -58,7 +58,7 @@ def cmd_train(args):
     print(f"{settings.variant} variant, loss={args.loss}, lam={args.lam:g}, "
           f"participation={args.participation} ({args.fraction:g}), P* = {p_star:.8f}")
     run, history = run_hyfdca(fed, settings, max_rounds=args.rounds, tol=args.tol,
-                              eval_every=args.eval_every, p_star=p_star,
+                              rel_tol=args.rel_tol, eval_every=args.eval_every, p_star=p_star,
                               validation=validation, crypto=args.crypto, seed=args.seed,
                               progress=not args.quiet)
     last = history.last_evaluation
@@ -218,6 +218,8 @@ def _add_train_options(p, *, dataset, partition, participation, fraction, lam, r
     p.add_argument("--second-inner-product", action="store_true")
     p.add_argument("--rounds", type=int, default=rounds, help="maximum outer iterations")
     p.add_argument("--tol", type=float, default=None, help="stop at this duality gap")
+    p.add_argument("--rel-tol", type=float, default=None,
+                   help="stop at this relative duality gap (P - D) / P")
     p.add_argument("--eval-every", type=int, default=10)
     p.add_argument("--crypto", default="plain", choices=sorted(BACKENDS),
                    help="encryption backend (paillier keys: 2048 bits)")

@@ -73,3 +73,15 @@ def test_a_class_index_out_of_range_is_a_clear_error(tmp_path):
     with pytest.raises(ValueError, match="positive_class must index one of the 10 classes"):
         main(["run", "--dataset", "digits", "--positive-class", "99", "--rounds", "2",
               "--quiet", "--output", str(tmp_path)])
+
+
+def test_rel_tol_stops_the_run_at_a_relative_gap(tmp_path):
+    out = tmp_path / "out"
+    assert main(["demo", "--rounds", "2000", "--rel-tol", "0.05", "--quiet",
+                 "--output", str(out)]) == 0
+    with open(out / "history.csv") as handle:
+        rows = [r for r in csv.DictReader(handle) if r["gap"] != "nan"]
+    last = rows[-1]
+    assert float(last["gap"]) <= 0.05 * float(last["primal"])
+    assert int(last["round"]) < 2000
+    assert all(float(r["gap"]) > 0.05 * float(r["primal"]) for r in rows[:-1])
