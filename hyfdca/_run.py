@@ -12,10 +12,9 @@ ENGINES = ("protocol", "batched")
 
 
 def run_hyfdca(dataset, settings, *, max_rounds=100, tol=None, rel_tol=None, eval_every=1,
-               p_star=None,
-               validation=None, crypto="plain", crypto_options=None, frac_bits=32, seed=0,
-               record=False, progress=False, callback=None, engine="protocol",
-               backend="numba"):
+               p_star=None, validation=None, crypto="plain", crypto_options=None,
+               frac_bits=32, seed=0, record=False, progress=False, callback=None,
+               engine="protocol", backend="numba"):
     """Run HyFDCA on a FederatedDataset and return (run, History).
 
     ``engine="protocol"`` (:class:`HyFDCARun`): server and clients exchanging messages,
@@ -27,8 +26,8 @@ def run_hyfdca(dataset, settings, *, max_rounds=100, tol=None, rel_tol=None, eva
     Stops after ``max_rounds``, when the certificate's gap P - D is at most ``tol`` or at
     most ``rel_tol`` |P| (a relative duality gap, which bounds the relative loss
     (P - P*)/P* from above since D <= P*), or when the gap is no longer finite
-    (divergence). ``validation`` = (X_val, y_val) adds the
-    validation accuracy of w(alpha) to the history. ``run.model`` is the w(alpha) of the
+    (divergence). ``validation`` = (X_val, y_val) adds the validation accuracy of
+    w(alpha) to the history. ``run.model`` is the w(alpha) of the
     last certificate: the model whose gap was certified (under partial participation the
     server's running w also holds stale parts of absent clients).
     """
