@@ -102,14 +102,16 @@ def run_suite(config, output, *, methods=METHODS, costs=None, latency=0.2575, se
                    max_candidates=config["max_candidates"],
                    budget_seconds=config["budget_seconds"], costs=costs, latency=latency,
                    eval_every=config.get("eval_every", 1))
+    done = []
     with _cluster(scheduler):
-        done = Parallel(n_jobs=-1 if scheduler else n_jobs)(
+        results = Parallel(n_jobs=-1 if scheduler else n_jobs, return_as="generator")(
             delayed(compare)(label, problem, methods, **options) for label, problem in jobs)
+        for comp in results:   # in order, as they finish
+            done.append(comp)
+            log(f"compared on {comp.name} ({len(done)}/{len(jobs)})")
     comparisons = []
     for name, per_dataset in settings.items():
         per_dataset, done = done[:len(per_dataset)], done[len(per_dataset):]
-        for comp in per_dataset:
-            log(f"compared on {comp.name}")
         if per_dataset:
             grid = dict(columns=len(config["fractions"]))  # a row per partition
             for axis, stem in (("iteration", "iterations"), ("time", "time")):
