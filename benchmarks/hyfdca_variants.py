@@ -51,6 +51,7 @@ for _var in ("OMP_NUM_THREADS", "NUMBA_NUM_THREADS", "OPENBLAS_NUM_THREADS",
     os.environ[_var] = "1"
 
 import argparse  # noqa: E402
+from contextlib import nullcontext  # noqa: E402
 import multiprocessing as mp  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
@@ -267,15 +268,12 @@ def main(argv=None):
         return 2
     log(f"{len(jobs)} cells on {args.jobs} processes ...")
     results = []
-    if args.jobs > 1:
-        with mp.get_context("fork").Pool(args.jobs) as pool:
-            for result in pool.imap_unordered(_task, jobs):
-                results.append(result)
-                log(f"  {result['dataset']} {result['partition']} "
-                    f"{result['participation']} {result['lam']:g} {result['variant']}: "
-                    f"{result['status']} ({result['rounds']} rounds, {result['wall']:.0f} s)")
-    else:
-        results = [_task(job) for job in jobs]
+    with mp.get_context("fork").Pool(args.jobs) if args.jobs > 1 else nullcontext() as pool:
+        for result in (pool.imap_unordered(_task, jobs) if pool else map(_task, jobs)):
+            results.append(result)
+            log(f"  {result['dataset']} {result['partition']} "
+                f"{result['participation']} {result['lam']:g} {result['variant']}: "
+                f"{result['status']} ({result['rounds']} rounds, {result['wall']:.0f} s)")
     order = {job[:5]: i for i, job in enumerate(jobs)}
     results.sort(key=lambda r: order[(r["dataset"], r["partition"], r["participation"],
                                       r["lam"], r["variant"])])
