@@ -233,6 +233,34 @@ def test_auto_partial_is_auto_full_on_horizontal_data(small, name, overrides, li
         assert bound.sigma_value == preset.sigma_value and bound.rho == preset.rho
 
 
+@pytest.mark.parametrize("participation, fraction, loss, preset", [
+    ("full", 1.0, "hinge", "auto-full"),
+    ("fraction", 0.9, "hinge", "scaled-line-search"),   # most clients present
+    ("fraction", 0.75, "squared", "scaled-line-search"),
+    ("fraction", 0.5, "hinge", "auto-partial"),
+    ("cyclic", 0.9, "hinge", "auto-partial"),            # two subsets: half present
+    ("fraction", 0.9, "logistic", "auto-partial"),      # no quadratic conjugate
+])
+def test_auto_resolves_by_participation(participation, fraction, loss, preset):
+    settings = HyFDCASettings.from_variant("auto", participation=participation,
+                                           fraction=fraction, loss=loss)
+    expected = HyFDCASettings.from_variant(preset, participation=participation,
+                                           fraction=fraction, loss=loss)
+    assert settings.variant == "auto"
+    for field in ("sigma", "rho", "line_search", "iic", "min_H", "curvature_scaling"):
+        assert getattr(settings, field) == getattr(expected, field), field
+
+
+def test_auto_at_high_participation_is_auto_full_on_horizontal_data(small):
+    fed = partitions(*small)["horizontal"]
+    bound = HyFDCASettings.from_variant("auto", lam=LAM, participation="fraction",
+                                        fraction=0.9).bind(fed)
+    assert (bound.iic, bound.sigma, bound.curvature_scaling) == (1.0, 1.0, "none")
+    hybrid = HyFDCASettings.from_variant("auto", lam=LAM, participation="fraction",
+                                         fraction=0.9).bind(partitions(*small)["hybrid"])
+    assert hybrid.curvature_scaling == "absent-share" and hybrid.sigma == "safe"
+
+
 @pytest.mark.parametrize("n_local, expected", [(5, 5), (300, 10), (5000, 50)])
 def test_auto_partial_takes_at_least_ten_steps(n_local, expected):
     settings = HyFDCASettings.from_variant("auto", participation="fraction", fraction=0.5)
