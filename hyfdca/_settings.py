@@ -96,9 +96,9 @@ class HyFDCASettings:
 
         "auto" is "auto-full" under full participation, "scaled-line-search" under
         participation "fraction" with fraction >= AUTO_SCALED_FRACTION (losses other than
-        logistic), and "auto-partial" otherwise; :meth:`bind` turns the partial-participation presets
-        into "auto-full" on horizontal data. A variant's default ``iic`` applies unless
-        ``H`` or ``iic`` is given.
+        logistic), and "auto-partial" otherwise; :meth:`bind` turns the
+        partial-participation presets into "auto-full" on horizontal data. A variant's
+        default ``iic`` applies unless ``H`` or ``iic`` is given.
         """
         overrides = {k: v for k, v in overrides.items() if v is not None}
         name = variant
