@@ -4,8 +4,9 @@
 Both fit  P(w) = lam/2 ||w||^2 + (1/N) sum_i max(0, 1 - y_i (x_i.w + b))  with an
 intercept (regularised, value ``intercept_scaling = 1``, as liblinear does); LinearSVC with
 ``C = 1 / (lam N)``, ``loss="hinge"``, its default ``tol`` and ``max_iter`` raised to
-100,000 (at lam 1e-5 it still stops there). The estimator runs at its defaults: a 3x3 hybrid split of the training set,
-full participation, plaintext (the batched engine), relative duality gap 1e-3.
+100,000 (at lam 1e-5 it still stops there). The estimator runs at its defaults: a 3x3
+hybrid split of the training set, full participation, plaintext (the batched engine),
+relative duality gap 1e-3.
 
 Data: a9a (the shared copy: 48,842 rows) split by a seeded permutation
 into 2/3 training and 1/3 test rows. Per contender and lam: fit seconds (median of
