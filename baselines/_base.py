@@ -2,8 +2,8 @@
 models, the per-round records and the History.
 
 A baseline implements ``_round(available) -> dict(compute_seconds, rtc, bytes_up,
-bytes_down)``, with ``compute_ops`` (``feddata.local_work`` of its slowest client) where it
-counts its local work and keeps its global model in ``self.w`` (over all d features).
+bytes_down)`` (plus ``compute_ops``, ``feddata.local_work`` of its slowest client, where it
+counts its local work) and keeps its global model in ``self.w`` (over all d features).
 Baselines have no duality-gap certificate: their evaluations are the primal P(w) and the
 validation accuracy, computed by the experimenter on the pooled data (an oracle outside
 the protocol); the dual and gap columns are NaN.

@@ -49,6 +49,8 @@ def runs_on_batched_engine(settings):
     """False for the logistic loss with the line search (its grid search sums NumPy
     logarithms client by client): only the message engine runs it."""
     return not (settings.line_search and settings.loss == "logistic")
+
+
 # Global column ids cost 4 bytes per non-zero (a third of the CSR); by default they are kept
 # only where every client's feature window is this small: many small clients, whose rounds
 # they speed up most (each client's window of feature ids is cold at every round).

@@ -560,6 +560,7 @@ def primal_updates(avail, round_, stamp, B, P, duals, D, R, prev, cur, X, line_s
     lst, seg = cur.lst, cur.seg
     plst, pseg, pseg_stamp = prev
     row, mark, touched_feats, buf = X.change_row, X.feat_mark, X.feat_list, X.buf
+    scaled = buf.shape[0] == 5  # S4, S5 of the curvature scaling
     eligible, stream_keys, H, draw_off = D.eligible, D.stream_keys, D.H, D.draw_off
     drawn, drawn_cnt, cand, scratch = D.drawn, D.drawn_cnt, D.cand[0], D.perm[0]
     for a in range(avail.shape[0]):
@@ -581,10 +582,11 @@ def primal_updates(avail, round_, stamp, B, P, duals, D, R, prev, cur, X, line_s
             i = hold_sample[h]
             d = np.float64(enc_delta[i]) * inv_frac_scale
             if line_search:
-                values = line_search_terms(y[h], alpha_loc[h], d, present[i], n_samples,
-                                           q[h], partial_sq[h])
-                for j in range(buf.shape[0]):
-                    buf[j, terms] = values[j]
+                s1, s2, s3, s4, s5 = line_search_terms(y[h], alpha_loc[h], d, present[i],
+                                                       n_samples, q[h], partial_sq[h])
+                buf[0, terms], buf[1, terms], buf[2, terms] = s1, s2, s3
+                if scaled:  # unrolled stores: no tuple indexed by a loop variable
+                    buf[3, terms], buf[4, terms] = s4, s5
                 terms += 1
             if d != 0.0:
                 n = _add_row_marked(data, indices, indptr[h], indptr[h + 1], d, lam_n, row,

@@ -102,22 +102,20 @@ def run_suite(config, output, *, methods=METHODS, costs=None, latency=0.2575, se
                    max_candidates=config["max_candidates"],
                    budget_seconds=config["budget_seconds"], costs=costs, latency=latency,
                    eval_every=config.get("eval_every", 1))
-    done = []
+    comparisons = []
     with _cluster(scheduler):
         results = Parallel(n_jobs=-1 if scheduler else n_jobs, return_as="generator")(
             delayed(compare)(label, problem, methods, **options) for label, problem in jobs)
-        for comp in results:   # in order, as they finish
-            done.append(comp)
-            log(f"compared on {comp.name} ({len(done)}/{len(jobs)})")
-    comparisons = []
+        for comp in results:   # in the order of the jobs, as they finish
+            comparisons.append(comp)
+            log(f"compared on {comp.name} ({len(comparisons)}/{len(jobs)})")
+    finished = iter(comparisons)
     for name, per_dataset in settings.items():
-        per_dataset, done = done[:len(per_dataset)], done[len(per_dataset):]
-        if per_dataset:
-            grid = dict(columns=len(config["fractions"]))  # a row per partition
-            for axis, stem in (("iteration", "iterations"), ("time", "time")):
-                plot_grid(per_dataset, _formats(out / f"{name}_{stem}"), axis=axis, **grid)
-            plot_time_breakdown(per_dataset, _formats(out / f"{name}_time_breakdown"))
-        comparisons += per_dataset
+        per_dataset = [next(finished) for _ in per_dataset]
+        grid = dict(columns=len(config["fractions"]))  # a row per partition
+        for axis, stem in (("iteration", "iterations"), ("time", "time")):
+            plot_grid(per_dataset, _formats(out / f"{name}_{stem}"), axis=axis, **grid)
+        plot_time_breakdown(per_dataset, _formats(out / f"{name}_time_breakdown"))
     table, wins_iter, wins_time, total = verdict_table(comparisons)
     (out / "verdict.md").write_text(table + "\n")
     (out / "tuning.md").write_text(tuning_table(comparisons) + "\n")
