@@ -52,7 +52,8 @@ class Client:
         self.q = np.asarray(sq_norms, dtype=np.float64)
         self.partial = np.asarray(block.X.multiply(block.X).sum(axis=1)).ravel()
         self.rho = correction_factors(settings.rho, self.q, self.partial)
-        self.update_weight = aggregation_weights(holder_counts)
+        self.update_weight = aggregation_weights(settings.holder_weights, holder_counts,
+                                                 self.q, self.partial)
         self.inv_holders = 1.0 / np.asarray(holder_counts, dtype=np.float64)
         self.H = settings.inner_steps(self.n_local)
         self.drawn = np.zeros(0, dtype=np.int64)

@@ -15,7 +15,8 @@ plain switches from the settings (draws permuted or random, line search on or of
   the coordinate step at s = sigma q_i / (lam N) on the margin corrected by
   rho_i sigma x_i^k . u (:func:`local_step`, :func:`local_dual_method`).
 - The aggregation rule and what absent clients contribute: each present holder of
-  sample i sends dalpha_i / |C_i| (:func:`aggregation_weights`), so an absent holder
+  sample i sends p_i^k dalpha_i (1/|C_i| or its norm share: :func:`aggregation_weights`),
+  so an absent holder
   counts as 0 in alpha_i's move; in a margin x_i . w an absent holder's last part
   (stale) counts.
 - The line search: each holder's terms of the secure sums (:func:`line_search_terms`,
@@ -151,10 +152,22 @@ def local_dual_method(data, indices, indptr, y, alpha, z, sq_norms, rho, order, 
 
 # --- aggregation ----------------------------------------------------------------------
 
-def aggregation_weights(holder_counts):
-    """The weight 1/|C_i| by which each present holder scales its dalpha_i: the server's
-    sum is the mean over holders, absent holders counting as 0."""
-    return 1.0 / np.asarray(holder_counts, dtype=np.float64)
+def aggregation_weights(rule, holder_counts, sq_norms, partial_sq_norms):
+    """The weight p_i^k by which holder k scales its dalpha_i; the server's sum is the
+    weighted mean sum_k p_i^k dalpha_i^k over holders, absent holders counting as 0, and
+    sum_k p_i^k = 1 over all holders of i, so alpha_i + Delta_i is a convex combination of
+    alpha_i and the holders' alpha_i + dalpha_i^k (feasible).
+
+    ``"equal"``: p_i^k = 1/|C_i| (the paper). ``"norm-share"``: p_i^k = ||x_i^k||^2 / q_i,
+    the share of row i's squared norm that holder k sees (the holders' parts partition the
+    row), so a holder whose part of the row is small, and whose local margin correction
+    is therefore extrapolated furthest (rho_i = 1 / p_i^k), counts little; 1/|C_i| on an
+    empty row."""
+    equal = 1.0 / np.asarray(holder_counts, dtype=np.float64)
+    if rule == "equal":
+        return equal
+    q = np.asarray(sq_norms, dtype=np.float64)
+    return np.divide(partial_sq_norms, q, out=equal, where=q > 0)
 
 
 # --- the line search ------------------------------------------------------------------

@@ -45,6 +45,7 @@ VARIANTS = {
                                sampling="shared", draw="permuted", aggregation="mean",
                                iic=0.3, curvature_scaling="absent-share"),
 }
+HOLDER_WEIGHTS = ("equal", "norm-share")  # _round.aggregation_weights
 DEFAULT_VARIANT = "auto"
 AUTO_SCALED_FRACTION = 0.75  # "auto" under participation "fraction" >= this: scaled line search
 VARIANT_NAMES = (DEFAULT_VARIANT, *VARIANTS)  # what from_variant accepts
@@ -62,8 +63,10 @@ class HyFDCASettings:
     lam ||dw||^2 by the share of the moved rows' norms that present holders carry
     (``_round.line_search_step``). ``sigma`` is a
     number or "safe"; ``rho`` is "one" (the paper) or "norm"; ``aggregation`` is "mean"
-    (alpha_i moves by the mean of its present holders' updates, absent ones counting as 0) or
-    "consistent" (only samples whose holders are all present are drawn).
+    (alpha_i moves by the weighted mean of its present holders' updates, absent ones
+    counting as 0) or "consistent" (only samples whose holders are all present are drawn);
+    ``holder_weights`` gives the mean's weights: "equal" (1/|C_i|, the paper) or
+    "norm-share" (||x_i^k||^2 / q_i: the share of the row that holder k sees).
     """
 
     loss: str = "hinge"
@@ -84,6 +87,7 @@ class HyFDCASettings:
     second_inner_product: bool = False
     step_cap: float = 1.0
     curvature_scaling: str = "none"
+    holder_weights: str = "equal"
     # fields given explicitly to from_variant (kept when bind() re-resolves "auto")
     overridden: tuple = ()
     # filled in by bind(); read through lam_n and sigma_bound, which refuse unbound settings
@@ -145,6 +149,8 @@ class HyFDCASettings:
             (self.curvature_scaling in ("none", "absent-share"),
              f"curvature_scaling must be 'none' or 'absent-share', got "
              f"{self.curvature_scaling!r}"),
+            (self.holder_weights in HOLDER_WEIGHTS,
+             f"holder_weights must be one of {HOLDER_WEIGHTS}, got {self.holder_weights!r}"),
             (self.curvature_scaling == "none" or (self.line_search
                                                   and self.loss != "logistic"),
              "curvature_scaling='absent-share' scales the line search of a loss with a "

@@ -114,6 +114,18 @@ def test_bit_identical_with_the_scaled_line_search(small, name, participation):
     assert_same_run(partitions(*small)[name], settings)
 
 
+@pytest.mark.parametrize("name", ["hybrid", "dealt", "explicit-overlapping"])
+@pytest.mark.parametrize("variant", ["auto-full", "auto-partial", "scaled-line-search"])
+def test_bit_identical_with_norm_share_weights(small, name, variant):
+    """holder_weights="norm-share" (the weights come from hyfdca._round): both engines
+    follow it bit for bit, under full and partial participation."""
+    participation = "full" if variant == "auto-full" else "fraction"
+    settings = HyFDCASettings.from_variant(variant, lam=LAM, H=30, fraction=0.6,
+                                           participation=participation,
+                                           holder_weights="norm-share")
+    assert_same_run(partitions(*small)[name], settings)
+
+
 def test_a_capped_step_is_the_step_taken(small):
     fed = partitions(*small)["hybrid"]
     capped = HyFDCASettings.from_variant("paper", lam=LAM, H=30, step_cap=0.375)

@@ -100,3 +100,38 @@ def test_curvature_scaling_needs_a_quadratic_line_search():
         HyFDCASettings.from_variant("sigma-safe", H=5, curvature_scaling="absent-share")
     with pytest.raises(ValueError, match="curvature_scaling"):
         HyFDCASettings.from_variant("scaled-line-search", loss="logistic", H=5)
+
+
+def test_norm_share_weights_partition_each_row_among_its_holders():
+    """p_i^k = ||x_i^k||^2 / q_i sums to 1 over the holders of every sample (so the
+    aggregated dual stays a convex combination); 1/|C_i| on an empty row; "equal" is
+    1/|C_i| everywhere."""
+    from feddata.partition import hybrid_grid
+    from hyfdca._round import aggregation_weights
+
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(9, 7)) * (rng.random((9, 7)) < 0.5)
+    X[4] = 0.0  # an empty row
+    X[6, :4] = 0.0  # a row that some holders see empty
+    fed = hybrid_grid(X, np.where(rng.random(9) < 0.5, 1.0, -1.0), 3, 2)
+    totals = {"equal": np.zeros(9), "norm-share": np.zeros(9)}
+    for b in fed.blocks:
+        partial = np.asarray(b.X.multiply(b.X).sum(axis=1)).ravel()
+        counts = fed.holder_counts[b.sample_ids]
+        for rule, total in totals.items():
+            weights = aggregation_weights(rule, counts, fed.sq_row_norms[b.sample_ids],
+                                          partial)
+            total[b.sample_ids] += weights
+            if rule == "equal":
+                assert np.array_equal(weights, 1.0 / counts)
+            else:
+                full = fed.sq_row_norms[b.sample_ids] > 0
+                assert np.allclose(weights[full], partial[full] /
+                                   fed.sq_row_norms[b.sample_ids][full])
+                assert np.array_equal(weights[~full], 1.0 / counts[~full])
+    for total in totals.values():
+        assert np.allclose(total, 1.0)
+    from hyfdca import HyFDCASettings
+
+    with pytest.raises(ValueError, match="holder_weights"):
+        HyFDCASettings.from_variant("paper", holder_weights="norm")
