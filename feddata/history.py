@@ -51,6 +51,14 @@ class History:
     def last_evaluation(self):
         return self.evaluations[max(self.evaluations)]
 
+    def certified(self):
+        """(P_best, D_best): the smallest primal and the largest dual over the evaluations
+        (NaN if any is NaN). Since D(alpha) <= P* <= P(w) for every alpha and w,
+        P_best - D_best is a certified gap of the model with the smallest primal."""
+        primal = np.array([e["primal"] for e in self.evaluations.values()], dtype=float)
+        dual = np.array([e["dual"] for e in self.evaluations.values()], dtype=float)
+        return float(np.min(primal)), float(np.max(dual))
+
     def rows(self):
         start = dict.fromkeys(ROUND_FIELDS, 0)
         rows = []

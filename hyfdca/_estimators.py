@@ -75,12 +75,11 @@ class _HyFDCABase(BaseEstimator):
                                   rel_tol=self.tol, eval_every=self.eval_every,
                                   crypto=self.crypto, seed=int(seed), progress=self.verbose,
                                   engine="batched" if batched else "protocol")
-        last = history.last_evaluation
-        if self.tol is not None and not converged(last["gap"], last["primal"],
-                                                  rel_tol=self.tol):
+        primal, dual = history.certified()
+        if self.tol is not None and not converged(primal - dual, primal, rel_tol=self.tol):
             import warnings
             warnings.warn(f"HyFDCA stopped after {run.round} rounds with relative duality "
-                          f"gap {last['gap'] / abs(last['primal']):.3g} > tol={self.tol:g}; "
+                          f"gap {(primal - dual) / abs(primal):.3g} > tol={self.tol:g}; "
                           f"raise max_rounds", ConvergenceWarning)
         return run.model, history, run.round
 

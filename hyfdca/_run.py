@@ -23,13 +23,18 @@ def run_hyfdca(dataset, settings, *, max_rounds=100, tol=None, rel_tol=None, eva
     bit for bit, every client of a round in one Numba call per phase (``backend="cupy"``:
     on a GPU), bytes reported as 0 and the plain backend's operation counts.
 
-    Stops after ``max_rounds``, when the certificate's gap P - D is at most ``tol`` or at
-    most ``rel_tol`` |P| (a relative duality gap, which bounds the relative loss
-    (P - P*)/P* from above since D <= P*), or when the gap is no longer finite
-    (divergence). ``validation`` = (X_val, y_val) adds the validation accuracy of
-    w(alpha) to the history. ``run.model`` is the w(alpha) of the
-    last certificate: the model whose gap was certified (under partial participation the
-    server's running w also holds stale parts of absent clients).
+    Every certificate (round 0, every ``eval_every`` rounds and the last round) gives the
+    primal P_t = P(w(alpha_t)) and the dual D_t = D(alpha_t); the history records them
+    all. Since D(alpha) <= P* <= P(w) for every alpha and w, the best of them bound the
+    best model: P(w_best) - P* <= min_t P_t - max_t D_t, the certified gap. The run stops
+    after ``max_rounds``, when the certified gap is at most ``tol`` or at most ``rel_tol``
+    min_t P_t (a relative duality gap, which bounds the relative loss (P - P*)/P*), or when
+    a gap is no longer finite (divergence). ``run.model`` is w_best, the w(alpha) of the
+    certificate with the smallest primal: a model whose objective was certified (the
+    primal of w(alpha) is noisy along the run, docs/algorithm.md section 5 lesson (d);
+    under partial participation the server's running w also holds stale parts of absent
+    clients). ``validation`` = (X_val, y_val) adds the validation accuracy of each
+    certificate's w(alpha) to the history.
     """
     if engine not in ENGINES:
         raise ValueError(f"engine must be one of {ENGINES}, got {engine!r}")
@@ -46,9 +51,12 @@ def run_hyfdca(dataset, settings, *, max_rounds=100, tol=None, rel_tol=None, eva
     history = History(p_star=p_star)
 
     def evaluate():
-        primal, dual, run.model = _guarded(run, run.certificate)
-        history.add_evaluation(run.round, primal, dual, _accuracy(run.model, validation))
-        return primal - dual, primal
+        primal, dual, w = _guarded(run, run.certificate)
+        history.add_evaluation(run.round, primal, dual, _accuracy(w, validation))
+        best_primal, best_dual = history.certified()
+        if primal == best_primal or not np.isfinite(best_primal):
+            run.model = w
+        return best_primal - best_dual, best_primal
 
     evaluate()
     rounds = range(max_rounds)

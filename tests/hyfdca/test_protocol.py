@@ -11,7 +11,7 @@ from feddata import partition as P
 from hyfdca._draws import draw_positions
 from hyfdca import run_hyfdca
 from hyfdca import HyFDCASettings
-from solvers import as_csr, encode_targets, loss_code, reference_optimum
+from solvers import as_csr, encode_targets, loss_code, primal_objective, reference_optimum
 from solvers.kernels import sdca_pass
 
 LAM = 0.05
@@ -89,18 +89,24 @@ def test_converges_to_the_centralized_optimum(small, p_star, name, participation
                                            fraction=0.5)
     run, history = run_hyfdca(partitions(X, y)[name], settings, max_rounds=3000,
                               eval_every=20, p_star=p_star, tol=5e-5 * p_star, seed=0)
-    last = history.last_evaluation
-    assert last["gap"] / last["primal"] <= 1e-4
-    assert abs(last["relative_loss"]) <= 1e-4
+    primal, dual = history.certified()
+    assert (primal - dual) / primal <= 1e-4
+    assert abs(primal - p_star) / p_star <= 1e-4
+    w = run.model  # the certificate with the smallest primal
+    assert primal_objective(X, y, w, loss="hinge", lam=LAM) == pytest.approx(primal, rel=1e-6)
 
 
 def test_relative_tolerance_stops_at_the_first_certificate_that_meets_it(small):
-    """rel_tol stops at the first evaluation with gap <= rel_tol |P|, not before."""
+    """rel_tol stops at the first evaluation whose certified gap, smallest primal so far
+    minus largest dual so far, is at most rel_tol times that primal, not before."""
     X, y = small
     settings = HyFDCASettings.from_variant("auto", lam=LAM, H=50)
     _, full = run_hyfdca(partitions(X, y)["hybrid"], settings, max_rounds=200,
                          eval_every=10, seed=0, engine="batched")
-    relative = {r: e["gap"] / abs(e["primal"]) for r, e in full.evaluations.items()}
+    rounds = sorted(full.evaluations)
+    best_p = np.minimum.accumulate([full.evaluations[r]["primal"] for r in rounds])
+    best_d = np.maximum.accumulate([full.evaluations[r]["dual"] for r in rounds])
+    relative = dict(zip(rounds, (best_p - best_d) / np.abs(best_p)))
     target = sorted(relative.values())[len(relative) // 2]  # met halfway, not at once
     first = min(r for r, v in relative.items() if v <= target)
     run, stopped = run_hyfdca(partitions(X, y)["hybrid"], settings, max_rounds=200,
