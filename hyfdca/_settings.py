@@ -32,10 +32,14 @@ VARIANTS = {
     # rho and short rounds (iic = 0.01 had the best worst case of the iic sweep at
     # participation 0.5), but at least 10 steps, so that small clients do not spend a round
     # on one or two.
+    # All three auto presets weight each holder's update by its share of the row's norm
+    # (holder_weights="norm-share", docs/algorithm.md section 5.3).
     "auto-full": dict(sigma=1.0, rho="norm", line_search=True, sampling="shared",
-                      draw="permuted", aggregation="mean", iic=1.0),
+                      draw="permuted", aggregation="mean", iic=1.0,
+                      holder_weights="norm-share"),
     "auto-partial": dict(sigma="safe", rho="norm", line_search=False, sampling="shared",
-                         draw="permuted", aggregation="mean", iic=0.01, min_H=10),
+                         draw="permuted", aggregation="mean", iic=0.01, min_H=10,
+                         holder_weights="norm-share"),
     # Issue 14's prototype without its rollback: the safe curvature with rho, and the line
     # search kept on with its curvature scaled by the absent holders' share of the moved
     # rows' norms. "auto" when most clients take part (fraction >= AUTO_SCALED_FRACTION):
@@ -43,7 +47,8 @@ VARIANTS = {
     # diverged on a9a 5x5 and 12x12, and this certified (docs/algorithm.md section 4).
     "scaled-line-search": dict(sigma="safe", rho="norm", line_search=True,
                                sampling="shared", draw="permuted", aggregation="mean",
-                               iic=0.3, curvature_scaling="absent-share"),
+                               iic=0.3, curvature_scaling="absent-share",
+                               holder_weights="norm-share"),
 }
 HOLDER_WEIGHTS = ("equal", "norm-share")  # _round.aggregation_weights
 DEFAULT_VARIANT = "auto"
