@@ -37,8 +37,10 @@ VARIANTS = {
     "auto-full": dict(sigma=1.0, rho="norm", line_search=True, sampling="shared",
                       draw="permuted", aggregation="mean", iic=1.0,
                       holder_weights="norm-share"),
+    # (iic: AUTO_PARTIAL_IIC, scaled down in proportion to lam below AUTO_PARTIAL_LAM by
+    # _preset_values)
     "auto-partial": dict(sigma="safe", rho="norm", line_search=False, sampling="shared",
-                         draw="permuted", aggregation="mean", iic=0.01, min_H=10,
+                         draw="permuted", aggregation="mean", iic=0.03, min_H=10,
                          holder_weights="norm-share"),
     # Issue 14's prototype without its rollback: the safe curvature with rho, and the line
     # search kept on with its curvature scaled by the absent holders' share of the moved
@@ -53,6 +55,10 @@ VARIANTS = {
 HOLDER_WEIGHTS = ("equal", "norm-share")  # _round.aggregation_weights
 DEFAULT_VARIANT = "auto"
 AUTO_SCALED_FRACTION = 0.75  # "auto" under participation "fraction" >= this: scaled line search
+# auto-partial's iic at lam >= AUTO_PARTIAL_LAM; below, iic = AUTO_PARTIAL_IIC lam /
+# AUTO_PARTIAL_LAM: stale margins drift by about H (x_i . x_j) / (lam N) per round, so the
+# local work that was safe at AUTO_PARTIAL_LAM is scaled with lam (docs/algorithm.md 5.3)
+AUTO_PARTIAL_IIC, AUTO_PARTIAL_LAM = 0.03, 1e-4
 VARIANT_NAMES = (DEFAULT_VARIANT, *VARIANTS)  # what from_variant accepts
 
 
@@ -121,7 +127,9 @@ class HyFDCASettings:
         if name not in VARIANTS:
             raise ValueError(f"unknown variant {variant!r}; known: "
                              f"{sorted(set(VARIANTS) | {'auto'})}")
-        values = dict(VARIANTS[name], variant=variant, overridden=tuple(sorted(overrides)))
+        lam = overrides.get("lam", cls.__dataclass_fields__["lam"].default)
+        values = dict(_preset_values(name, lam), variant=variant,
+                      overridden=tuple(sorted(overrides)))
         if "H" in overrides:
             values.pop("iic")
         values.update(overrides)
@@ -184,7 +192,8 @@ class HyFDCASettings:
 
     def _is_untouched_partial_preset(self):
         """True for from_variant("auto") under partial participation (preset untouched)."""
-        preset = VARIANTS[_auto_preset(self.participation, self.fraction, self.loss)]
+        preset = _preset_values(_auto_preset(self.participation, self.fraction, self.loss),
+                                self.lam)
         return (self.variant == "auto" and self.participation != "full"
                 and all(getattr(self, k) == v for k, v in preset.items()
                         if k not in self.overridden and not (k == "iic" and self.H)))
@@ -223,6 +232,14 @@ class HyFDCASettings:
 
     def as_dict(self):
         return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+def _preset_values(name, lam):
+    """The fields of preset ``name`` at ``lam`` (auto-partial's iic depends on lam)."""
+    values = dict(VARIANTS[name])
+    if name == "auto-partial":
+        values["iic"] = AUTO_PARTIAL_IIC * min(1.0, lam / AUTO_PARTIAL_LAM)
+    return values
 
 
 def _auto_preset(participation, fraction, loss):

@@ -232,11 +232,28 @@ def test_auto_partial_is_auto_full_on_horizontal_data(small, name, overrides, li
                                         fraction=0.5, **overrides).bind(fed)
     preset = HyFDCASettings.from_variant("auto", lam=LAM, **overrides).bind(fed)
     assert bound.line_search is line_search
-    assert bound.iic == (1.0 if line_search else 0.01)
+    assert bound.iic == (1.0 if line_search else 0.03)
     assert bound.sigma == overrides.get("sigma", 1.0 if line_search else "safe")
     assert (bound.participation, bound.fraction) == ("fraction", 0.5)
     if line_search:  # the same numbers as full participation, participation aside
         assert bound.sigma_value == preset.sigma_value and bound.rho == preset.rho
+
+
+def test_auto_partial_scales_its_local_work_with_lam(small):
+    """auto-partial's iic is 0.03 at lam >= 1e-4 and proportional to lam below; a preset
+    at a small lam is still recognised as untouched (switched to auto-full on horizontal
+    data), and an explicit iic wins."""
+    iic = {lam: HyFDCASettings.from_variant("auto", lam=lam, participation="fraction",
+                                            fraction=0.5).iic
+           for lam in (1e-1, 1e-4, 1e-5, 1e-6)}
+    assert iic[1e-1] == iic[1e-4] == 0.03
+    assert iic[1e-5] == pytest.approx(0.003) and iic[1e-6] == pytest.approx(0.0003)
+    small_lam = HyFDCASettings.from_variant("auto", lam=1e-5, participation="fraction",
+                                            fraction=0.5)
+    assert small_lam.bind(partitions(*small)["horizontal"]).line_search
+    assert not small_lam.bind(partitions(*small)["hybrid"]).line_search
+    assert HyFDCASettings.from_variant("auto", lam=1e-5, participation="fraction",
+                                       fraction=0.5, iic=0.02).iic == 0.02
 
 
 @pytest.mark.parametrize("participation, fraction, loss, preset", [
@@ -267,10 +284,10 @@ def test_auto_at_high_participation_is_auto_full_on_horizontal_data(small):
     assert hybrid.curvature_scaling == "absent-share" and hybrid.sigma == "safe"
 
 
-@pytest.mark.parametrize("n_local, expected", [(5, 5), (300, 10), (5000, 50)])
+@pytest.mark.parametrize("n_local, expected", [(5, 5), (300, 10), (5000, 150)])
 def test_auto_partial_takes_at_least_ten_steps(n_local, expected):
     settings = HyFDCASettings.from_variant("auto", participation="fraction", fraction=0.5)
-    assert settings.inner_steps(n_local) == expected        # max(min(10, n), 0.01 n)
+    assert settings.inner_steps(n_local) == expected        # max(min(10, n), 0.03 n)
     assert HyFDCASettings.from_variant("paper").inner_steps(n_local) == max(1, n_local // 100)
 
 
