@@ -162,12 +162,13 @@ def aggregation_weights(rule, holder_counts, sq_norms, partial_sq_norms):
     the share of row i's squared norm that holder k sees (the holders' parts partition the
     row), so a holder whose part of the row is small, and whose local margin correction
     is therefore extrapolated furthest (rho_i = 1 / p_i^k), counts little; 1/|C_i| on an
-    empty row."""
-    equal = 1.0 / np.asarray(holder_counts, dtype=np.float64)
+    empty row, and exactly 1 for a sample with one holder (as "equal")."""
+    counts = np.asarray(holder_counts, dtype=np.float64)
+    equal = 1.0 / counts
     if rule == "equal":
         return equal
     q = np.asarray(sq_norms, dtype=np.float64)
-    return np.divide(partial_sq_norms, q, out=equal, where=q > 0)
+    return np.divide(partial_sq_norms, q, out=equal, where=(q > 0) & (counts > 1))
 
 
 # --- the line search ------------------------------------------------------------------

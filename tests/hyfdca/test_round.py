@@ -104,8 +104,9 @@ def test_curvature_scaling_needs_a_quadratic_line_search():
 
 def test_norm_share_weights_partition_each_row_among_its_holders():
     """p_i^k = ||x_i^k||^2 / q_i sums to 1 over the holders of every sample (so the
-    aggregated dual stays a convex combination); 1/|C_i| on an empty row; "equal" is
-    1/|C_i| everywhere."""
+    aggregated dual stays a convex combination); 1/|C_i| on an empty row, exactly 1 with one
+    holder; "equal" is 1/|C_i| everywhere."""
+    from feddata import partition as P
     from feddata.partition import hybrid_grid
     from hyfdca._round import aggregation_weights
 
@@ -131,6 +132,12 @@ def test_norm_share_weights_partition_each_row_among_its_holders():
                 assert np.array_equal(weights[~full], 1.0 / counts[~full])
     for total in totals.values():
         assert np.allclose(total, 1.0)
+    horizontal = P.horizontal(X, np.ones(9), 3)  # one holder per sample: exactly 1
+    for b in horizontal.blocks:
+        partial = np.asarray(b.X.multiply(b.X).sum(axis=1)).ravel()
+        assert np.all(aggregation_weights("norm-share", horizontal.holder_counts[b.sample_ids],
+                                          horizontal.sq_row_norms[b.sample_ids],
+                                          partial) == 1.0)
     from hyfdca import HyFDCASettings
 
     with pytest.raises(ValueError, match="holder_weights"):
