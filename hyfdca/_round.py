@@ -16,9 +16,8 @@ plain switches from the settings (draws permuted or random, line search on or of
   rho_i sigma x_i^k . u (:func:`local_step`, :func:`local_dual_method`).
 - The aggregation rule and what absent clients contribute: each present holder of
   sample i sends p_i^k dalpha_i (1/|C_i| or its norm share: :func:`aggregation_weights`),
-  so an absent holder
-  counts as 0 in alpha_i's move; in a margin x_i . w an absent holder's last part
-  (stale) counts.
+  so an absent holder counts as 0 in alpha_i's move; in a margin x_i . w an absent
+  holder's last part (stale) counts.
 - The line search: each holder's terms of the secure sums (:func:`line_search_terms`,
   :func:`line_search_shares`), the server's step g (:func:`choose_step`) and its
   fixed-point form (:func:`step_bits`, :func:`is_full_step`).

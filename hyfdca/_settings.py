@@ -29,16 +29,14 @@ VARIANTS = {
     # horizontal data where each sample has one holder, so absent clients' state is never
     # stale): rho + line search + a full local pass, each round an exact ascent step.
     # Otherwise, where the line search overshoots on stale state: the safe curvature with
-    # rho and short rounds (iic = 0.01 had the best worst case of the iic sweep at
-    # participation 0.5), but at least 10 steps, so that small clients do not spend a round
-    # on one or two.
+    # rho and short rounds (iic 0.03 at lam >= 1e-4, less below: AUTO_PARTIAL_IIC), but at
+    # least 10 steps, so that small clients do not spend a round on one or two.
     # All three auto presets weight each holder's update by its share of the row's norm
     # (holder_weights="norm-share", docs/algorithm.md section 5.3).
     "auto-full": dict(sigma=1.0, rho="norm", line_search=True, sampling="shared",
                       draw="permuted", aggregation="mean", iic=1.0,
                       holder_weights="norm-share"),
-    # (iic: AUTO_PARTIAL_IIC, scaled down in proportion to lam below AUTO_PARTIAL_LAM by
-    # _preset_values)
+    # (its iic is scaled with lam by _preset_values)
     "auto-partial": dict(sigma="safe", rho="norm", line_search=False, sampling="shared",
                          draw="permuted", aggregation="mean", iic=0.03, min_H=10,
                          holder_weights="norm-share"),
