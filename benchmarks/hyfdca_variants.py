@@ -6,7 +6,9 @@ protocol's iterates bit for bit) from alpha = 0 and evaluates the certificate ev
 ``--eval-every`` rounds. Per cell it reports
 
 * cert 5e-2, cert 1e-2: the first evaluated round whose duality gap is at most
-  5e-2 P* (1e-2 P*): the certificate proves (P(w(alpha)) - P*)/P* below the target;
+  5e-2 P* (1e-2 P*): the certificate proves (P(w(alpha)) - P*)/P* below the target (each
+  certificate's own gap, the iterate's; run_hyfdca's certified gap, the best primal and
+  dual so far, can be met earlier);
 * worst after 50: the largest relative loss (P(w(alpha)) - P*)/P* at an evaluation from
   round 50 on (the primal is noisy: docs/algorithm.md section 5, lesson (d));
 * final: the relative loss at the last evaluation;

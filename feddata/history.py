@@ -52,12 +52,17 @@ class History:
         return self.evaluations[max(self.evaluations)]
 
     def certified(self):
-        """(P_best, D_best): the smallest primal and the largest dual over the evaluations
-        (NaN if any is NaN). Since D(alpha) <= P* <= P(w) for every alpha and w,
-        P_best - D_best is a certified gap of the model with the smallest primal."""
+        """(P_best, D_best): the smallest finite primal and the largest finite dual over
+        the evaluations (NaN where there is none). Since D(alpha) <= P* <= P(w) for every
+        alpha and w, P_best - D_best is a certified gap of the model with the smallest
+        primal."""
+        if not self.evaluations:
+            raise ValueError("History.certified: no evaluation recorded yet")
         primal = np.array([e["primal"] for e in self.evaluations.values()], dtype=float)
         dual = np.array([e["dual"] for e in self.evaluations.values()], dtype=float)
-        return float(np.min(primal)), float(np.max(dual))
+        primal, dual = primal[np.isfinite(primal)], dual[np.isfinite(dual)]
+        return (float(primal.min()) if primal.size else np.nan,
+                float(dual.max()) if dual.size else np.nan)
 
     def rows(self):
         start = dict.fromkeys(ROUND_FIELDS, 0)

@@ -169,7 +169,8 @@ class Client:
     # --- step 4-5: local dual method and dual update ----------------------------------
 
     def local_update(self, message):
-        """Decrypt the margins, run LocalDualMethod, send Enc(dalpha_i / |C_i|)."""
+        """Decrypt the margins, run LocalDualMethod, send Enc(p_i^k dalpha_i) (the holder
+        weights of ``_round.aggregation_weights``)."""
         z = np.zeros(self.n_local)
         if message.w is not None:  # sole holder of its samples: margins are local
             self.w = message.w

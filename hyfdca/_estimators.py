@@ -114,11 +114,13 @@ class HyFDCAClassifier(ClassifierMixin, _HyFDCABase):
     participation : {"full", "fraction", "cyclic"}, default="full"
     fraction : float, default=1.0
     max_rounds, tol, eval_every : default 2000, 1e-3, 10
-        Stop after ``max_rounds`` or when the relative duality gap (P - D) / P, evaluated
-        every ``eval_every`` rounds, is at most ``tol``; it bounds the relative loss
-        (P - P*) / P* from above. The defaults reach their tolerance on a9a's 3x3 split
-        at full participation (round 810; benchmarks/estimator_vs_linearsvc.py); a
-        ConvergenceWarning says when a fit stopped at ``max_rounds`` instead.
+        Stop after ``max_rounds`` or when the certified relative duality gap
+        (P_best - D_best) / P_best, over the certificates evaluated every ``eval_every``
+        rounds (smallest primal, largest dual), is at most ``tol``; it bounds the relative
+        loss (P - P*) / P* of ``coef_``, the certificate with the smallest primal. The
+        defaults reach their tolerance on a9a's 3x3 split at full participation (round
+        610; benchmarks/estimator_vs_linearsvc.py); a ConvergenceWarning says when a fit
+        stopped at ``max_rounds`` instead.
     fit_intercept, intercept_scaling :
         The intercept is the weight of an appended constant feature held by one client
         per sample (liblinear's intercept_scaling; it is regularised).

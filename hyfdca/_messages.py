@@ -97,7 +97,7 @@ class Margins:
 
 @dataclass(frozen=True)
 class DualUpdate:
-    """Client -> server: Enc(dalpha_i / |C_i|) for the samples it drew (positions), and
+    """Client -> server: Enc(p_i^k dalpha_i) for the samples it drew (positions), and
     the refresh of a dual sync that came with the margins."""
 
     positions: np.ndarray

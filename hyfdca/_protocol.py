@@ -11,7 +11,8 @@ Per round, with available clients K_t, the phases (each one round trip) are:
   B  secure inner product: clients send Enc(x_i^k . w) for the drawn samples; the server
      adds them (stale parts of absent holders included). Skipped when every sample has a
      single holder (horizontal FL): margins are then computed locally.
-  C  local dual method: clients decrypt their margins, run H steps, send Enc(dalpha/|C_i|).
+  C  local dual method: clients decrypt their margins, run H steps, send Enc(p dalpha)
+     (p: the holder weights, 1/|C_i| or the norm share).
   D  primal aggregation: clients receive the aggregated Enc(dalpha), send the changes of
      v_k (synced entries; the tentative dalpha) and masked line-search sums; the server
      picks g and applies alpha += g dalpha, w += g dw. A client settles its copy

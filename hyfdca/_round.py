@@ -160,8 +160,9 @@ def aggregation_weights(rule, holder_counts, sq_norms, partial_sq_norms):
     ``"equal"``: p_i^k = 1/|C_i| (the paper). ``"norm-share"``: p_i^k = ||x_i^k||^2 / q_i,
     the share of row i's squared norm that holder k sees (the holders' parts partition the
     row), so a holder whose part of the row is small, and whose local margin correction
-    is therefore extrapolated furthest (rho_i = 1 / p_i^k), counts little; 1/|C_i| on an
-    empty row, and exactly 1 for a sample with one holder (as "equal")."""
+    is therefore extrapolated furthest (with ``rho="norm"``, rho_i = 1 / p_i^k where its
+    part is not empty), counts little; 1/|C_i| on an empty row, and exactly 1 for a
+    sample with one holder (as "equal")."""
     counts = np.asarray(holder_counts, dtype=np.float64)
     equal = 1.0 / counts
     if rule == "equal":

@@ -29,7 +29,8 @@ def run_hyfdca(dataset, settings, *, max_rounds=100, tol=None, rel_tol=None, eva
     best model: P(w_best) - P* <= min_t P_t - max_t D_t, the certified gap. The run stops
     after ``max_rounds``, when the certified gap is at most ``tol`` or at most ``rel_tol``
     min_t P_t (a relative duality gap, which bounds the relative loss (P - P*)/P*), or when
-    a gap is no longer finite (divergence). ``run.model`` is w_best, the w(alpha) of the
+    a certificate's gap is not finite (divergence; the bound uses finite certificates
+    only). ``run.model`` is w_best, the w(alpha) of the
     certificate with the smallest primal: a model whose objective was certified (the
     primal of w(alpha) is noisy along the run, docs/algorithm.md section 5 lesson (d);
     under partial participation the server's running w also holds stale parts of absent
@@ -52,10 +53,13 @@ def run_hyfdca(dataset, settings, *, max_rounds=100, tol=None, rel_tol=None, eva
 
     def evaluate():
         primal, dual, w = _guarded(run, run.certificate)
+        first = not history.evaluations
         history.add_evaluation(run.round, primal, dual, _accuracy(w, validation))
         best_primal, best_dual = history.certified()
-        if primal == best_primal or not np.isfinite(best_primal):
+        if first or primal == best_primal:  # the first, then the smallest finite primal
             run.model = w
+        if not np.isfinite(primal - dual):
+            return np.nan, primal  # this certificate diverged: stop
         return best_primal - best_dual, best_primal
 
     evaluate()

@@ -7,6 +7,13 @@ import numpy as np
 from feddata import PARTICIPATION_KINDS as PARTICIPATION
 from solvers import LOSS_CODES, loss_code
 
+# auto-partial's iic at lam >= AUTO_PARTIAL_LAM; below, iic = AUTO_PARTIAL_IIC lam /
+# AUTO_PARTIAL_LAM (_preset_values): stale margins drift by about H (x_i . x_j) / (lam N)
+# per round, so the local work that was safe at AUTO_PARTIAL_LAM is scaled with lam
+# (docs/algorithm.md 5.3). Settings changed after from_variant (dataclasses.replace) keep
+# the iic resolved at the lam they were made with.
+AUTO_PARTIAL_IIC, AUTO_PARTIAL_LAM = 0.03, 1e-4
+
 VARIANTS = {
     # The paper's published method: sigma = 1, rho = 1, no line search, independent draws
     # (Algorithm 5 draws uniformly at random), mean-over-holders aggregation.
@@ -38,7 +45,7 @@ VARIANTS = {
                       holder_weights="norm-share"),
     # (its iic is scaled with lam by _preset_values)
     "auto-partial": dict(sigma="safe", rho="norm", line_search=False, sampling="shared",
-                         draw="permuted", aggregation="mean", iic=0.03, min_H=10,
+                         draw="permuted", aggregation="mean", iic=AUTO_PARTIAL_IIC, min_H=10,
                          holder_weights="norm-share"),
     # Issue 14's prototype without its rollback: the safe curvature with rho, and the line
     # search kept on with its curvature scaled by the absent holders' share of the moved
@@ -53,10 +60,6 @@ VARIANTS = {
 HOLDER_WEIGHTS = ("equal", "norm-share")  # _round.aggregation_weights
 DEFAULT_VARIANT = "auto"
 AUTO_SCALED_FRACTION = 0.75  # "auto" under participation "fraction" >= this: scaled line search
-# auto-partial's iic at lam >= AUTO_PARTIAL_LAM; below, iic = AUTO_PARTIAL_IIC lam /
-# AUTO_PARTIAL_LAM: stale margins drift by about H (x_i . x_j) / (lam N) per round, so the
-# local work that was safe at AUTO_PARTIAL_LAM is scaled with lam (docs/algorithm.md 5.3)
-AUTO_PARTIAL_IIC, AUTO_PARTIAL_LAM = 0.03, 1e-4
 VARIANT_NAMES = (DEFAULT_VARIANT, *VARIANTS)  # what from_variant accepts
 
 

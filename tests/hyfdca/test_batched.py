@@ -126,6 +126,32 @@ def test_bit_identical_with_norm_share_weights(small, name, variant):
     assert_same_run(partitions(*small)[name], settings)
 
 
+def test_the_holder_weights_reach_the_engines_and_change_the_run(small):
+    """Both engines scale each holder's dalpha by _round.aggregation_weights; norm-share
+    and equal weights give different iterates on a hybrid split."""
+    from hyfdca import HyFDCARun
+    from hyfdca._round import aggregation_weights
+
+    fed = partitions(*small)["hybrid"]
+    runs = {}
+    for rule in ("equal", "norm-share"):
+        settings = HyFDCASettings.from_variant("auto-full", lam=LAM, H=30,
+                                               holder_weights=rule)
+        run = BatchedHyFDCA(fed, settings, seed=0)
+        B = run.blocks
+        expected = aggregation_weights(rule, fed.holder_counts[B.hold_sample], B.q,
+                                       B.partial_sq)
+        np.testing.assert_array_equal(B.update_weight, expected)
+        message_run = HyFDCARun(fed, settings, seed=0)
+        for k, client in enumerate(message_run.clients):
+            np.testing.assert_array_equal(
+                client.update_weight, expected[B.row_off[k]:B.row_off[k + 1]])
+        for _ in range(3):
+            run.step()
+        runs[rule] = run.alpha.copy()
+    assert not np.array_equal(runs["equal"], runs["norm-share"])
+
+
 def test_a_capped_step_is_the_step_taken(small):
     fed = partitions(*small)["hybrid"]
     capped = HyFDCASettings.from_variant("paper", lam=LAM, H=30, step_cap=0.375)
