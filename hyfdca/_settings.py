@@ -128,8 +128,7 @@ class HyFDCASettings:
         if name not in VARIANTS:
             raise ValueError(f"unknown variant {variant!r}; known: "
                              f"{sorted(set(VARIANTS) | {'auto'})}")
-        lam = overrides.get("lam", cls.__dataclass_fields__["lam"].default)
-        values = dict(_preset_values(name, lam), variant=variant,
+        values = dict(_preset_values(name, overrides.get("lam", cls.lam)), variant=variant,
                       overridden=tuple(sorted(overrides)))
         if "H" in overrides:
             values.pop("iic")

@@ -107,14 +107,14 @@ def test_norm_share_weights_partition_each_row_among_its_holders():
     aggregated dual stays a convex combination); 1/|C_i| on an empty row, exactly 1 with one
     holder; "equal" is 1/|C_i| everywhere."""
     from feddata import partition as P
-    from feddata.partition import hybrid_grid
+    from hyfdca import HyFDCASettings
     from hyfdca._round import aggregation_weights
 
     rng = np.random.default_rng(5)
     X = rng.normal(size=(9, 7)) * (rng.random((9, 7)) < 0.5)
     X[4] = 0.0  # an empty row
     X[6, :4] = 0.0  # a row that some holders see empty
-    fed = hybrid_grid(X, np.where(rng.random(9) < 0.5, 1.0, -1.0), 3, 2)
+    fed = P.hybrid_grid(X, np.where(rng.random(9) < 0.5, 1.0, -1.0), 3, 2)
     totals = {"equal": np.zeros(9), "norm-share": np.zeros(9)}
     for b in fed.blocks:
         partial = np.asarray(b.X.multiply(b.X).sum(axis=1)).ravel()
@@ -138,7 +138,5 @@ def test_norm_share_weights_partition_each_row_among_its_holders():
         assert np.all(aggregation_weights("norm-share", horizontal.holder_counts[b.sample_ids],
                                           horizontal.sq_row_norms[b.sample_ids],
                                           partial) == 1.0)
-    from hyfdca import HyFDCASettings
-
     with pytest.raises(ValueError, match="holder_weights"):
         HyFDCASettings.from_variant("paper", holder_weights="norm")
