@@ -15,7 +15,7 @@ from crypto._keys import BACKENDS, DealtKeys, deal_keys, make_backend
 from crypto._mask import mask_backend
 from crypto._paillier import paillier_backend
 from crypto._plain import plain_backend
-from crypto._secure_sum import SecureSum, masked_total, unmasked_total
+from crypto._secure_sum import SecureSum, SecureSumError, masked_total, unmasked_total
 from crypto._wire import vector_from_arrays, vector_to_arrays
 
 __all__ = [
@@ -29,6 +29,7 @@ __all__ = [
     "KeyHolder",
     "OpCounts",
     "SecureSum",
+    "SecureSumError",
     "deal_keys",
     "fast_paillier_backend",
     "make_backend",

@@ -61,9 +61,38 @@ def unmasked_total(shares, frac_bits=32):
     return FixedPoint(frac_bits).decode(encoded.sum(axis=1))
 
 
-def masked_total(masked, frac_bits=32):
-    """Server side (no key needed): the decoded sum of all participants' masked shares."""
-    acc = np.zeros_like(masked[0])
-    for m in masked:
+class SecureSumError(ValueError):
+    """A secure sum whose shares do not match its participants: the masks would not
+    cancel and the revealed total would be wrong."""
+
+
+def masked_total(masked, participants, frac_bits=32, tag="secure sum"):
+    """Server side (no key needed): the decoded sum of the masked shares.
+
+    ``masked`` is an iterable of (client id, masked shares) pairs, as received;
+    ``participants`` the ids whose masks were drawn together (:meth:`SecureSum.mask`).
+    Exactly one share per participant is required: a missing, extra or duplicated share
+    raises :class:`SecureSumError` naming the clients (pairwise masks cancel only over the
+    whole set, so any other total would be noise).
+    """
+    expected = sorted(int(k) for k in participants)
+    received = [(int(k), np.asarray(m)) for k, m in masked]
+    ids = [k for k, _ in received]
+    duplicated = sorted({k for k in ids if ids.count(k) > 1})
+    extra = sorted(set(ids) - set(expected))
+    missing = sorted(set(expected) - set(ids))
+    problems = [f"{what} from client(s) {who}" for what, who in
+                (("no share", missing), ("an unexpected share", extra),
+                 ("more than one share", duplicated)) if who]
+    if problems:
+        raise SecureSumError(f"{tag}: " + "; ".join(problems) + f" (participants "
+                             f"{expected}): the pairwise masks would not cancel")
+    if not received:
+        raise SecureSumError(f"{tag}: no participants")
+    sizes = {m.shape for _, m in received}
+    if len(sizes) != 1:
+        raise SecureSumError(f"{tag}: shares of different shapes {sorted(sizes)}")
+    acc = np.zeros_like(received[0][1])
+    for _, m in received:
         acc += m
     return FixedPoint(frac_bits).decode(acc.view(np.int64))

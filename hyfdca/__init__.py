@@ -8,6 +8,8 @@ messages and their byte encoding, and the scikit-learn estimators. The data mode
 """
 
 from hyfdca._batched import BatchedHyFDCA
+from hyfdca._certificate import CertificateError
+from hyfdca._encoding_range import FixedPointRangeError
 from hyfdca._estimators import HyFDCAClassifier, HyFDCARegressor
 from hyfdca._messages import decode_message, encode_message
 from hyfdca._protocol import HyFDCARun
@@ -22,6 +24,8 @@ __all__ = [
     "ENGINES",
     "VARIANTS",
     "BatchedHyFDCA",
+    "CertificateError",
+    "FixedPointRangeError",
     "HyFDCAClassifier",
     "HyFDCARegressor",
     "HyFDCARun",

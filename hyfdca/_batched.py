@@ -36,7 +36,9 @@ from feddata import Participation
 from hyfdca import _batched_kernels as kern
 from hyfdca._batched_layout import (Blocks, Draws, Duals, Params, RoundArrays, Scratch,
                                     UnionHoldings, structure_arrays)
+from hyfdca._certificate import checked_certificate
 from hyfdca._draws import stream_key
+from hyfdca._encoding_range import check_encoding_range
 from hyfdca._round import (aggregation_weights, choose_step, correction_factors,
                            draws_all_samples, eligible_samples, is_full_step,
                            line_search_term_count, margins_are_local, plan_round,
@@ -96,9 +98,11 @@ class BatchedHyFDCA:
                              "engine='protocol'")
         if not 0 < int(frac_bits) < 62:
             raise ValueError(f"need 0 < frac_bits < 62, got {frac_bits}")
+        check_encoding_range(dataset, s, int(frac_bits), dataset.n_clients, step_bits(s))
         self.seed = int(seed)
         self.frac_bits = int(frac_bits)
         self.backend = backend
+        self.max_sq_norm = float(np.max(dataset.sq_row_norms, initial=0.0))
         self._build(dataset, share_storage, global_columns)
         self.participation = Participation(s.participation, s.fraction, self.n_clients,
                                            self.seed)
@@ -342,7 +346,9 @@ class BatchedHyFDCA:
         self._check("a margin")
         loss_sum, conj_sum = unmasked_total(sums, self.frac_bits)
         reg = 0.5 * s.lam * float(w @ w)
-        return reg + loss_sum, -reg + conj_sum, w
+        return checked_certificate(reg + loss_sum, -reg + conj_sum, w, lam=s.lam,
+                                   frac_bits=self.frac_bits, n_clients=self.n_clients,
+                                   max_sq_norm=self.max_sq_norm, round_=self.round)
 
 
 def _offsets(sizes):

@@ -34,9 +34,11 @@ import numpy as np
 from crypto import deal_keys, masked_total
 from feddata import Participation
 from hyfdca import _messages as msg
+from hyfdca._certificate import checked_certificate
+from hyfdca._encoding_range import check_encoding_range
 from hyfdca._client import Client
 from hyfdca._round import (draws_all_samples, eligible_samples, margins_are_local, plan_round,
-                           sampling_streams)
+                           sampling_streams, step_bits)
 from hyfdca._server import Server
 from hyfdca._transport import InProcessTransport
 
@@ -70,6 +72,8 @@ class HyFDCARun:
                  frac_bits=32, seed=0, record=False, transport=None):
         self.dataset = dataset
         self.settings = settings.bind(dataset)
+        check_encoding_range(dataset, self.settings, frac_bits, dataset.n_clients,
+                             step_bits(self.settings))
         self.seed = int(seed)
         # key dealing at set-up: the clients get keys and masker, the server the evaluator
         keys, evaluator, masker = deal_keys(crypto, frac_bits=frac_bits,
@@ -78,6 +82,7 @@ class HyFDCARun:
         self.frac_bits = frac_bits
         self.server = Server(dataset, evaluator, self.settings, frac_bits)
         counts, q = dataset.holder_counts, dataset.sq_row_norms
+        self.max_sq_norm = float(np.max(q, initial=0.0))
         streams = sampling_streams(dataset, self.settings.sampling, self.seed)
         self.clients = [Client(k, b, q[b.sample_ids], counts[b.sample_ids], keys, masker,
                                self.settings, streams[k])
@@ -145,7 +150,8 @@ class HyFDCARun:
                            updates.__setitem__)
         revealed = None
         if self.settings.line_search:
-            revealed = masked_total([u.shares for u in updates.values()], self.frac_bits)
+            revealed = masked_total(((k, u.shares) for k, u in updates.items()), avail,
+                                    self.frac_bits, tag=f"line-search sums, {tag}")
         draws = {k: u.next_drawn for k, u in updates.items()} if plan.predraw else None
         g = server.finish_round(updates, revealed, draws)
 
@@ -191,8 +197,11 @@ class HyFDCARun:
         transport.exchange("certificate: loss and conjugate sums", everyone,
                            lambda k: server.eval_message(k, margins, everyone, tag),
                            lambda k, reply: shares.__setitem__(k, reply.shares))
-        loss_sum, conj_sum = masked_total([shares[k] for k in everyone], self.frac_bits)
+        loss_sum, conj_sum = masked_total(shares.items(), everyone, self.frac_bits,
+                                          tag=f"certificate sums, {tag}")
         self.certificate_traffic = transport.take_traffic()
         transport.traffic = saved
         reg = 0.5 * self.settings.lam * float(w @ w)
-        return reg + loss_sum, -reg + conj_sum, w
+        return checked_certificate(reg + loss_sum, -reg + conj_sum, w, lam=self.settings.lam,
+                                   frac_bits=self.frac_bits, n_clients=len(self.clients),
+                                   max_sq_norm=self.max_sq_norm, round_=self.round)

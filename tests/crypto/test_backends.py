@@ -5,7 +5,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from crypto import (CiphertextError, DealtKeys, FixedPoint, KeyHolder, SecureSum, deal_keys,
+from crypto import (CiphertextError, DealtKeys, FixedPoint, KeyHolder, SecureSum,
+                    SecureSumError, deal_keys,
                     make_backend, masked_total)
 
 SMALL = dict(n_length=512, insecure=True)  # test keys only
@@ -147,6 +148,9 @@ def test_mask_detects_a_wrapped_64_bit_lane_exactly():
     with pytest.raises(OverflowError, match="wrapped 1 time"):
         keys.decrypt(total)
     np.testing.assert_array_equal(keys.decrypt(ev.add(x, x)), [2.0**30, 2.0])
+    # a product that wraps millions of times is an overflow too, not "tampered"
+    with pytest.raises(OverflowError, match=r"wrapped \d+ time"):
+        keys.decrypt(ev.multiply(x, 2**40, 0))
 
 
 def _tampered(vector, payload):
@@ -287,6 +291,21 @@ def test_deal_keys_hands_out_keys_masker_and_evaluator():
         deal_keys("rot13")
 
 
+def test_secure_sum_refuses_missing_extra_and_duplicated_shares():
+    masker = SecureSum(degree=2)
+    clients = [0, 2, 5, 7]
+    pairs = [(k, masker.mask([1.0, -2.0], k, clients, "t")) for k in clients]
+    with pytest.raises(SecureSumError, match=r"no share from client\(s\) \[5\]"):
+        masked_total(pairs[:2] + pairs[3:], clients)
+    with pytest.raises(SecureSumError, match=r"unexpected share from client\(s\) \[9\]"):
+        masked_total(pairs + [(9, pairs[0][1])], clients)
+    with pytest.raises(SecureSumError, match=r"more than one share from client\(s\) \[2\]"):
+        masked_total(pairs + [pairs[1]], clients)
+    with pytest.raises(SecureSumError, match="different shapes"):
+        masked_total(pairs[:3] + [(7, pairs[3][1][:1])], clients)
+    np.testing.assert_allclose(masked_total(pairs, clients), [4.0, -8.0], atol=1e-9)
+
+
 @pytest.mark.parametrize("name", ["paillier", "fast-paillier"])
 def test_short_keys_are_refused_unless_insecure(name):
     with pytest.raises(ValueError, match="under 2048 bits are insecure"):
@@ -300,7 +319,8 @@ def test_secure_sum_is_exact_and_masks_each_share():
     clients = [0, 2, 5, 7, 9]
     shares = {k: np.array([k * 0.25 - 1.0, -k * 1.5]) for k in clients}
     masked = [masker.mask(shares[k], k, clients, "t") for k in clients]
-    np.testing.assert_allclose(masked_total(masked), sum(shares.values()), atol=1e-9)
+    np.testing.assert_allclose(masked_total(zip(clients, masked), clients),
+                               sum(shares.values()), atol=1e-9)
     plain = FixedPoint(32).encode(shares[5]).astype(np.uint64)
     assert not np.array_equal(masked[2], plain)
     other_round = masker.mask(shares[5], 5, clients, "u")
