@@ -15,7 +15,7 @@ import numpy as np
 
 from feddata.history import History
 from feddata.participation import Participation
-from solvers import loss_code, primal_objective
+from solvers import loss_code, primal_objective, sign_labels
 
 
 class ConvexBaseline:
@@ -66,8 +66,7 @@ def run_baseline(method, *, max_rounds=100, eval_every=1, p_star=None, validatio
         accuracy = None
         if validation is not None:
             Xv, yv = validation
-            accuracy = float(np.mean(np.where(Xv @ method.w[:Xv.shape[1]] >= 0, 1.0, -1.0)
-                                     == yv))
+            accuracy = float(np.mean(sign_labels(Xv @ method.w[:Xv.shape[1]]) == yv))
         history.add_evaluation(method.round, primal, np.nan, accuracy)
         return primal
 

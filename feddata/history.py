@@ -23,6 +23,15 @@ def local_work(indptr, steps):
     return int(np.sum(indptr[steps + 1] - indptr[steps]) + steps.size)
 
 
+def _plain(value):
+    """A number as a Python int or float (JSON-able); None stays None."""
+    if value is None or isinstance(value, (bool, np.bool_)):
+        return None if value is None else bool(value)
+    if isinstance(value, (int, np.integer)):
+        return int(value)
+    return float(value)
+
+
 class History:
     """Rounds (traffic, crypto counts, slowest client's compute) and evaluations
     (primal, dual, gap, relative loss (P - P*)/P* when P* is known, validation accuracy).
@@ -82,6 +91,21 @@ class History:
         per_round = (self.column("compute_seconds") + self.column("encryption_seconds")
                      + latency * self.column("rtc"))
         return np.cumsum(per_round)
+
+    def state(self):
+        """Everything the history holds, as JSON-able values (floats exact, NaN kept)."""
+        return dict(p_star=self.p_star,
+                    rounds=[{k: _plain(v) for k, v in r.items()} for r in self.rounds],
+                    evaluations=[[int(t), {k: _plain(v) for k, v in e.items()}]
+                                 for t, e in self.evaluations.items()])
+
+    @classmethod
+    def from_state(cls, state):
+        """The History :meth:`state` described."""
+        history = cls(p_star=state["p_star"])
+        history.rounds = [dict(r) for r in state["rounds"]]
+        history.evaluations = {int(t): dict(e) for t, e in state["evaluations"]}
+        return history
 
     def to_csv(self, path):
         rows = self.rows()

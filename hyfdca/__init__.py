@@ -9,6 +9,7 @@ messages and their byte encoding, and the scikit-learn estimators. The data mode
 
 from hyfdca._batched import BatchedHyFDCA
 from hyfdca._certificate import CertificateError
+from hyfdca._checkpoint import CheckpointError
 from hyfdca._encoding_range import FixedPointRangeError
 from hyfdca._estimators import HyFDCAClassifier, HyFDCARegressor
 from hyfdca._messages import decode_message, encode_message
@@ -25,6 +26,7 @@ __all__ = [
     "VARIANTS",
     "BatchedHyFDCA",
     "CertificateError",
+    "CheckpointError",
     "FixedPointRangeError",
     "HyFDCAClassifier",
     "HyFDCARegressor",

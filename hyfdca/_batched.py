@@ -26,6 +26,8 @@ Not supported (ValueError): the logistic loss with the line search (its grid sea
 NumPy logarithms client by client; use the message protocol).
 """
 
+import io
+import json
 import time
 
 import numba
@@ -37,6 +39,7 @@ from hyfdca import _batched_kernels as kern
 from hyfdca._batched_layout import (Blocks, Draws, Duals, Params, RoundArrays, Scratch,
                                     UnionHoldings, structure_arrays)
 from hyfdca._certificate import checked_certificate
+from hyfdca._checkpoint import CheckpointError
 from hyfdca._draws import stream_key
 from hyfdca._encoding_range import check_encoding_range
 from hyfdca._round import (aggregation_weights, choose_step, correction_factors,
@@ -212,6 +215,60 @@ class BatchedHyFDCA:
         # per-round buffers kept between rounds (a fresh allocation costs page faults)
         self.avail_mask = np.zeros(K, dtype=bool)
         self.shares = np.zeros((line_search_term_count(s), K))
+
+    # --- checkpoints ----------------------------------------------------------------------
+
+    _STRUCTURES = ("draws", "duals", "arrays", "scratch")
+    _ARRAYS = ("w", "dw", "avail_mask", "shares")
+
+    def checkpoint_files(self):
+        """File name -> bytes (``hyfdca._checkpoint``): every array of the run's state and
+        its counters, in one .npz (the batched engine simulates all parties in one
+        process, in plaintext)."""
+        if self._gpu is not None:
+            raise ValueError("checkpoints are written from host arrays: run with "
+                             "backend='numba' to checkpoint (the cupy backend keeps its "
+                             "state on the GPU)")
+        arrays = {f"{name}.{field}": value
+                  for name in self._STRUCTURES
+                  for field, value in getattr(self, name)._asdict().items()}
+        arrays.update({f"lists{i}.{field}": value for i, holdings in enumerate(self.lists)
+                       for field, value in holdings._asdict().items()})
+        arrays.update({name: getattr(self, name) for name in self._ARRAYS})
+        counters = dict(version=self.version, token=self.token, round=self.round,
+                        participation=self.participation.rng.bit_generator.state)
+        arrays["counters"] = np.array(json.dumps(counters))
+        buffer = io.BytesIO()
+        np.savez(buffer, **arrays)
+        return {"engine.npz": buffer.getvalue()}
+
+    @classmethod
+    def from_checkpoint(cls, folder, dataset, settings, **options):
+        """The run saved in checkpoint ``folder``, ready for its next round."""
+        run = cls(dataset, settings, **options)
+        path = folder / "engine.npz"
+        if not path.is_file():
+            raise CheckpointError(f"checkpoint file {path} is missing")
+        with np.load(path, allow_pickle=False) as saved:
+            targets = {f"{name}.{field}": value for name in cls._STRUCTURES
+                       for field, value in getattr(run, name)._asdict().items()}
+            targets.update({f"lists{i}.{field}": value
+                            for i, holdings in enumerate(run.lists)
+                            for field, value in holdings._asdict().items()})
+            targets.update({name: getattr(run, name) for name in cls._ARRAYS})
+            missing = sorted(set(targets) - set(saved.files))
+            if missing:
+                raise CheckpointError(f"{path} lacks the arrays {missing}")
+            for key, target in targets.items():
+                if saved[key].shape != target.shape:
+                    raise CheckpointError(f"{path}: {key} has shape {saved[key].shape}, "
+                                          f"this run's {target.shape}")
+                target[...] = saved[key]
+            counters = json.loads(str(saved["counters"]))
+        run.version, run.token, run.round = (counters["version"], counters["token"],
+                                             counters["round"])
+        run.participation.rng.bit_generator.state = counters["participation"]
+        return run
 
     def state_arrays(self):
         """Every array the engine holds, in its structures or as attributes (for memory

@@ -36,6 +36,10 @@ class Client:
         same indices whatever their history.
     """
 
+    # set at construction from its block, keys and settings; the rest is the run's state
+    FIXED = frozenset(("id", "X", "y", "n_local", "keys", "masker", "settings", "stream",
+                       "q", "partial", "rho", "update_weight", "inv_holders", "H"))
+
     def __init__(self, client_id, block, sq_norms, holder_counts, keys, masker, settings,
                  stream):
         self.id = client_id
@@ -68,6 +72,13 @@ class Client:
         self._pending = None
         self._synced = np.zeros(self.n_local)
         self._synced_mask = np.zeros(self.n_local, dtype=bool)
+
+    def state(self):
+        """The client's state between rounds (its keys are kept apart)."""
+        return {name: value for name, value in vars(self).items() if name not in self.FIXED}
+
+    def load_state(self, state):
+        vars(self).update(state)
 
     def handle(self, message):
         """The reply to one message of the server (the transport's entry point)."""

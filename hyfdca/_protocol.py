@@ -31,10 +31,11 @@ Which phases run, who may draw what and how the step is chosen come from
 
 import numpy as np
 
-from crypto import deal_keys, masked_total
+from crypto import DealtKeys, deal_keys, masked_total
 from feddata import Participation
 from hyfdca import _messages as msg
 from hyfdca._certificate import checked_certificate
+from hyfdca._checkpoint import CheckpointError, pickled, unpickled
 from hyfdca._encoding_range import check_encoding_range
 from hyfdca._client import Client
 from hyfdca._round import (draws_all_samples, eligible_samples, margins_are_local, plan_round,
@@ -66,18 +67,20 @@ class HyFDCARun:
     transport : callable or None
         ``transport(clients, evaluator, record) -> Transport``: how the messages travel
         (default :class:`InProcessTransport`).
+    dealt : crypto DealtKeys or None
+        Keys made before (a resumed run's, :meth:`from_checkpoint`); default: dealt here.
     """
 
     def __init__(self, dataset, settings, *, crypto="plain", crypto_options=None,
-                 frac_bits=32, seed=0, record=False, transport=None):
+                 frac_bits=32, seed=0, record=False, transport=None, dealt=None):
         self.dataset = dataset
         self.settings = settings.bind(dataset)
         check_encoding_range(dataset, self.settings, frac_bits, dataset.n_clients,
                              step_bits(self.settings))
         self.seed = int(seed)
         # key dealing at set-up: the clients get keys and masker, the server the evaluator
-        keys, evaluator, masker = deal_keys(crypto, frac_bits=frac_bits,
-                                            **(crypto_options or {}))
+        keys, evaluator, masker = dealt or deal_keys(crypto, frac_bits=frac_bits,
+                                                     **(crypto_options or {}))
         self.counts = evaluator.counts
         self.frac_bits = frac_bits
         self.server = Server(dataset, evaluator, self.settings, frac_bits)
@@ -92,6 +95,43 @@ class HyFDCARun:
         self.participation = Participation(self.settings.participation, self.settings.fraction,
                                            len(self.clients), self.seed)
         self.round = 0
+
+    # --- checkpoints ----------------------------------------------------------------------
+
+    def checkpoint_files(self):
+        """File name -> bytes (``hyfdca._checkpoint``): the server's state, its public
+        evaluator and the participation draws in one file, never a private or PRF key;
+        each client's state with its own keys in another."""
+        files = {"server.pkl": pickled(dict(
+            state=self.server.state(), evaluator=self.server.evaluator, round=self.round,
+            participation=self.participation.rng.bit_generator.state))}
+        for client in self.clients:
+            files[f"client-{client.id}.pkl"] = pickled(dict(
+                state=client.state(), keys=client.keys, masker=client.masker))
+        return files
+
+    @classmethod
+    def from_checkpoint(cls, folder, dataset, settings, **options):
+        """The run saved in checkpoint ``folder``, ready for its next round."""
+        server = unpickled(folder / "server.pkl")
+        parties = [unpickled(folder / f"client-{k}.pkl") for k in range(dataset.n_clients)]
+        evaluator = server["evaluator"]
+        for k, party in enumerate(parties):
+            if party["keys"].key_id != evaluator.key_id:
+                raise CheckpointError(
+                    f"key mismatch: client {k}'s keys are for key {party['keys'].key_id}, "
+                    f"the server's ciphertexts for key {evaluator.key_id}")
+            party["keys"].evaluator, party["keys"].counts = evaluator, evaluator.counts
+        first = parties[0]
+        run = cls(dataset, settings, dealt=DealtKeys(first["keys"], evaluator,
+                                                     first["masker"]), **options)
+        run.server.load_state(server["state"])
+        for client, party in zip(run.clients, parties):
+            client.keys, client.masker = party["keys"], party["masker"]
+            client.load_state(party["state"])
+        run.participation.rng.bit_generator.state = server["participation"]
+        run.round = server["round"]
+        return run
 
     # --- participation ------------------------------------------------------------------
 

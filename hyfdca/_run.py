@@ -1,12 +1,16 @@
 """``run_hyfdca``: pick an engine, run rounds, certify, record the history."""
 
+import json
 import time
 
 import numpy as np
 
 from feddata import History
 from hyfdca._batched import BatchedHyFDCA
+from hyfdca._checkpoint import (CheckpointError, check_same_run, dataset_fingerprint,
+                                latest_checkpoint, load_checkpoint, save_checkpoint)
 from hyfdca._protocol import HyFDCARun
+from solvers import sign_labels
 
 ENGINES = ("protocol", "batched")
 
@@ -14,7 +18,8 @@ ENGINES = ("protocol", "batched")
 def run_hyfdca(dataset, settings, *, max_rounds=100, tol=None, rel_tol=None, eval_every=1,
                p_star=None, validation=None, crypto="plain", crypto_options=None,
                frac_bits=32, seed=0, record=False, progress=False, callback=None,
-               engine="protocol", backend="numba"):
+               engine="protocol", backend="numba", checkpoint=None, checkpoint_every=None,
+               resume=False, stop=None, transport=None):
     """Run HyFDCA on a FederatedDataset and return (run, History).
 
     ``engine="protocol"`` (:class:`HyFDCARun`): server and clients exchanging messages,
@@ -27,29 +32,68 @@ def run_hyfdca(dataset, settings, *, max_rounds=100, tol=None, rel_tol=None, eva
     primal P_t = P(w(alpha_t)) and the dual D_t = D(alpha_t); the history records them
     all. Since D(alpha) <= P* <= P(w) for every alpha and w, the best of them bound the
     best model: P(w_best) - P* <= min_t P_t - max_t D_t, the certified gap. The run stops
-    after ``max_rounds``, when the certified gap is at most ``tol`` or at most ``rel_tol``
-    min_t P_t (a relative duality gap, which bounds the relative loss (P - P*)/P*), or when
-    a certificate's gap is not finite (divergence; the bound uses finite certificates
-    only). ``run.model`` is w_best, the w(alpha) of the
-    certificate with the smallest primal: a model whose objective was certified (the
-    primal of w(alpha) is noisy along the run, docs/algorithm.md section 5 lesson (d);
-    under partial participation the server's running w also holds stale parts of absent
-    clients). ``validation`` = (X_val, y_val) adds the validation accuracy of each
-    certificate's w(alpha) to the history.
+    after round ``max_rounds``, when the certified gap is at most ``tol`` or at most
+    ``rel_tol`` min_t P_t (a relative duality gap, which bounds the relative loss
+    (P - P*)/P*), when a certificate's gap is not finite (divergence; the bound uses finite
+    certificates only), or when ``stop()`` (checked after every round) returns True.
+    ``run.model`` is w_best, the w(alpha) of the certificate with the smallest primal: a
+    model whose objective was certified (the primal of w(alpha) is noisy along the run,
+    docs/algorithm.md section 5 lesson (d); under partial participation the server's
+    running w also holds stale parts of absent clients). ``validation`` = (X_val, y_val)
+    adds the validation accuracy of each certificate's w(alpha) to the history.
+    ``transport`` (protocol engine): how messages travel (``HyFDCARun``).
+
+    ``checkpoint`` = a folder: the run's state, model and history are saved there every
+    ``checkpoint_every`` rounds (default: ``eval_every``) and when the run ends
+    (``hyfdca._checkpoint``: atomic files, the server's apart from each client's).
+    ``resume=True`` continues the newest checkpoint in that folder: the same data,
+    settings, seed, engine and encryption are required, and the iterates are those of an
+    uninterrupted run, bit for bit. A folder that already holds a checkpoint is never
+    overwritten without ``resume=True``.
     """
     if engine not in ENGINES:
         raise ValueError(f"engine must be one of {ENGINES}, got {engine!r}")
+    _check_run_arguments(max_rounds, eval_every, tol, rel_tol, checkpoint, checkpoint_every,
+                         resume)
+    if engine == "batched" and (crypto != "plain" or record or transport is not None):
+        raise ValueError(f"engine='batched' runs the plaintext protocol without messages "
+                         f"(crypto='plain', record=False, no transport); got "
+                         f"crypto={crypto!r}, record={record}, transport={transport!r}")
     if engine == "batched":
-        if crypto != "plain" or record:
-            raise ValueError(f"engine='batched' runs the plaintext protocol without message "
-                             f"records (crypto='plain', record=False); got crypto={crypto!r}, "
-                             f"record={record}")
-        run = BatchedHyFDCA(dataset, settings, frac_bits=frac_bits, seed=seed,
-                            backend=backend)
+        engine_class, options = BatchedHyFDCA, dict(frac_bits=frac_bits, seed=seed,
+                                                     backend=backend)
     else:
-        run = HyFDCARun(dataset, settings, crypto=crypto, crypto_options=crypto_options,
-                        frac_bits=frac_bits, seed=seed, record=record)
-    history = History(p_star=p_star)
+        engine_class, options = HyFDCARun, dict(crypto=crypto, crypto_options=crypto_options,
+                                                frac_bits=frac_bits, seed=seed, record=record,
+                                                transport=transport)
+    identity = None
+    if checkpoint is not None:
+        identity = dict(engine=engine, settings=_jsonable(settings.as_dict()), seed=int(seed),
+                        frac_bits=int(frac_bits), crypto=crypto,
+                        crypto_options=_jsonable(crypto_options or {}),
+                        n_clients=dataset.n_clients, data=dataset_fingerprint(dataset))
+    if resume:
+        description, model, folder = load_checkpoint(checkpoint)
+        check_same_run(description, identity)
+        run = engine_class.from_checkpoint(folder, dataset, settings, **options)
+        run.model = model
+        history = History.from_state(description["history"])
+        history.p_star = p_star if p_star is not None else history.p_star
+    else:
+        if checkpoint is not None and latest_checkpoint(checkpoint) is not None:
+            raise CheckpointError(
+                f"{checkpoint} already holds a checkpoint ("
+                f"{latest_checkpoint(checkpoint).name}): pass resume=True to continue it, "
+                f"or choose another folder")
+        run = engine_class(dataset, settings, **options)
+        history = History(p_star=p_star)
+    every = checkpoint_every or eval_every
+
+    def save():
+        if checkpoint is not None:
+            save_checkpoint(checkpoint, dict(identity, round=run.round,
+                                             history=history.state()),
+                            run.model, run.checkpoint_files())
 
     def evaluate():
         primal, dual, w = _guarded(run, run.certificate)
@@ -58,29 +102,75 @@ def run_hyfdca(dataset, settings, *, max_rounds=100, tol=None, rel_tol=None, eva
         best_primal, best_dual = history.certified()
         if first or primal == best_primal:  # the first, then the smallest finite primal
             run.model = w
-        if not np.isfinite(primal - dual):
-            return np.nan, primal  # this certificate diverged: stop
-        return best_primal - best_dual, best_primal
+        return _certified_gap(history, primal, dual)
 
-    evaluate()
-    rounds = range(max_rounds)
+    if resume:
+        last = history.last_evaluation
+        gap, primal = _certified_gap(history, last["primal"], last["dual"])
+    else:
+        gap, primal = evaluate()
+        save()
+    rounds = range(run.round, max_rounds)
     if progress:
         from tqdm import tqdm
-        rounds = tqdm(rounds, desc="HyFDCA", unit="round")
+        rounds = tqdm(rounds, desc="HyFDCA", unit="round", initial=run.round,
+                      total=max_rounds)
+    if converged(gap, primal, tol, rel_tol) or not np.isfinite(gap):
+        rounds = ()
     for _ in rounds:
         start = time.perf_counter()
         record_ = _guarded(run, run.step)
         record_["protocol_seconds"] = time.perf_counter() - start
         history.add_round(record_)
-        if run.round % eval_every == 0 or run.round == max_rounds:
+        stopping = run.round == max_rounds or (stop is not None and stop())
+        if run.round % eval_every == 0 or stopping:
             gap, primal = evaluate()
             if progress:
                 rounds.set_postfix(gap=f"{gap:.2e}")
-            if converged(gap, primal, tol, rel_tol) or not np.isfinite(gap):
-                break
+            stopping |= converged(gap, primal, tol, rel_tol) or not np.isfinite(gap)
+        if run.round % every == 0 or stopping:
+            save()
         if callback is not None:
             callback(run)
+        if stopping:
+            break
     return run, history
+
+
+def _certified_gap(history, primal, dual):
+    """(certified gap, best primal); NaN when this certificate diverged (the run stops)."""
+    best_primal, best_dual = history.certified()
+    if not np.isfinite(primal - dual):
+        return np.nan, primal
+    return best_primal - best_dual, best_primal
+
+
+def _jsonable(value):
+    """``value`` as it reads back from JSON (so that saved and current runs compare)."""
+    return json.loads(json.dumps(value, sort_keys=True, default=str))
+
+
+def _check_run_arguments(max_rounds, eval_every, tol, rel_tol, checkpoint, checkpoint_every,
+                         resume):
+    def whole(value):
+        return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+
+    problems = [text for ok, text in (
+        (whole(max_rounds) and max_rounds >= 0,
+         f"max_rounds must be a whole number >= 0, got {max_rounds!r}"),
+        (whole(eval_every) and eval_every >= 1,
+         f"eval_every must be a whole number >= 1, got {eval_every!r}"),
+        (tol is None or (np.isfinite(tol) and tol >= 0),
+         f"tol must be None or a finite number >= 0, got {tol!r}"),
+        (rel_tol is None or (np.isfinite(rel_tol) and rel_tol >= 0),
+         f"rel_tol must be None or a finite number >= 0, got {rel_tol!r}"),
+        (checkpoint_every is None or (whole(checkpoint_every) and checkpoint_every >= 1),
+         f"checkpoint_every must be None or a whole number >= 1, got {checkpoint_every!r}"),
+        (checkpoint is not None or (checkpoint_every is None and not resume),
+         "checkpoint_every and resume need a checkpoint folder"),
+    ) if not ok]
+    if problems:
+        raise ValueError("run_hyfdca: " + "; ".join(problems))
 
 
 def converged(gap, primal, tol=None, rel_tol=None):
@@ -106,4 +196,4 @@ def _accuracy(w, validation):
     if validation is None:
         return None
     X, y = validation
-    return float(np.mean(np.where(X @ w[:X.shape[1]] >= 0, 1.0, -1.0) == y))
+    return float(np.mean(sign_labels(X @ w[:X.shape[1]]) == y))

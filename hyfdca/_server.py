@@ -14,6 +14,11 @@ from hyfdca._round import choose_step, is_full_step, step_bits
 
 
 class Server:
+    # set at construction from the data and settings; everything else is the run's state
+    FIXED = frozenset(("settings", "evaluator", "n_samples", "n_features", "sample_ids",
+                       "feature_ids", "holder_counts", "frac_bits", "step_bits",
+                       "alpha_scale"))
+
     def __init__(self, dataset, evaluator, settings, frac_bits):
         self.settings = settings
         self.evaluator = evaluator
@@ -32,6 +37,13 @@ class Server:
         self.changed_at = np.zeros(self.n_samples, dtype=np.int64)
         self.synced_at = np.zeros(len(self.sample_ids), dtype=np.int64)
         self.drawn = [np.zeros(0, dtype=np.int64) for _ in self.sample_ids]
+
+    def state(self):
+        """The server's state between rounds (ciphertexts stay ciphertexts; no key)."""
+        return {name: value for name, value in vars(self).items() if name not in self.FIXED}
+
+    def load_state(self, state):
+        vars(self).update(state)
 
     # --- dual sync ---------------------------------------------------------------------
 

@@ -5,7 +5,7 @@ from dataclasses import dataclass, fields, replace
 import numpy as np
 
 from feddata import PARTICIPATION_KINDS as PARTICIPATION
-from solvers import LOSS_CODES, loss_code
+from solvers import CLASSIFICATION_LOSSES, LOSS_CODES, loss_code
 
 # auto-partial's iic at lam >= AUTO_PARTIAL_LAM; below, iic = AUTO_PARTIAL_IIC lam /
 # AUTO_PARTIAL_LAM (_preset_values): stale margins drift by about H (x_i . x_j) / (lam N)
@@ -181,6 +181,8 @@ class HyFDCASettings:
         has a single holder: absent clients then hold no stale state, w = w(alpha) after
         every round, and the line search is exact.
         """
+        if self.loss in CLASSIFICATION_LOSSES:
+            _check_classification_labels(dataset.labels, self.loss)
         if self._is_untouched_partial_preset() and int(np.max(dataset.holder_counts)) == 1:
             overrides = {name: getattr(self, name) for name in self.overridden}
             return self._preset("auto", "auto-full", overrides).bind(dataset)
@@ -232,6 +234,18 @@ class HyFDCASettings:
 
     def as_dict(self):
         return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+def _check_classification_labels(y, loss):
+    """A classification loss reads labels as -1 and +1 (the estimators encode theirs)."""
+    bad = np.flatnonzero((y != 1.0) & (y != -1.0))
+    if bad.size:
+        found = np.unique(y)
+        shown = ", ".join(f"{v:g}" for v in found[:10]) + (" ..." if found.size > 10 else "")
+        raise ValueError(
+            f"loss {loss!r} needs labels -1 and +1, but {bad.size} sample(s) (first: sample "
+            f"{bad[0]}) have other values; labels found: {shown}. Map them first (0/1 "
+            f"labels: y = 2 y - 1), or fit HyFDCAClassifier, which encodes any two classes")
 
 
 def _preset_values(name, lam):

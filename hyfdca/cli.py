@@ -10,7 +10,7 @@ from feddata import PARTICIPATION_KINDS, datasets, federated_problem
 from feddata.partition import SPEC_HELP
 from hyfdca._run import ENGINES, run_hyfdca
 from hyfdca._settings import DEFAULT_VARIANT, VARIANT_NAMES, HyFDCASettings
-from solvers import LOSS_CODES, centralized_solution
+from solvers import LOSS_CODES, centralized_solution, sign_labels
 
 
 def cmd_datasets(args):
@@ -63,7 +63,7 @@ def cmd_train(args):
                               progress=not args.quiet)
     primal, dual = history.certified()  # run.model is the certificate with this primal
     X_val, y_val = validation
-    accuracy, central_acc = (float(np.mean(np.where(X_val @ w >= 0, 1.0, -1.0) == y_val))
+    accuracy, central_acc = (float(np.mean(sign_labels(X_val @ w) == y_val))
                              for w in (run.model, w_star))
     rtc = int(history.column("rtc").sum())
     print(f"\nafter {run.round} rounds ({rtc} round trips, "

@@ -37,6 +37,7 @@ from solvers._sdca import (
     primal_objective,
     sdca,
     shrinking_seeds,
+    sign_labels,
 )
 from solvers._validation import as_csr, check_finite, check_labels
 
@@ -72,6 +73,7 @@ __all__ = [
     "ridge_closed_form",
     "sdca",
     "shrinking_seeds",
+    "sign_labels",
     "splitmix64",
     "weighted_objective_sums",
 ]

@@ -75,6 +75,12 @@ def encode_targets(y, loss):
     return np.ascontiguousarray(Y), classes
 
 
+def sign_labels(scores):
+    """+-1 labels of scores: +1 where the score is > 0; a score of exactly 0 is -1, as in
+    scikit-learn's linear classifiers (``classes_[scores > 0]``)."""
+    return np.where(np.asarray(scores) > 0, 1.0, -1.0)
+
+
 def objectives(X, Y, W, alpha, *, loss, lam, smoothing=1.0):
     """(primal, dual) per one-vs-rest problem, each of shape (C,).
 

@@ -1,12 +1,16 @@
 """LIBSVM text files: a9a, news20.binary, covtype.binary, mnist."""
 
+import zlib
 from pathlib import Path
 
 import numpy as np
 from sklearn.datasets import load_svmlight_file
 
 from feddata.datasets._base import find_data_file, make_dataset
-from feddata.datasets._idx import open_maybe_compressed
+from feddata.datasets._idx import corrupt_stream_error, is_corrupt_stream, open_maybe_compressed
+
+
+INDEX_MAX = np.iinfo(np.int32).max
 
 
 def _first_bad_line(path, n_features):
@@ -38,6 +42,9 @@ def _first_bad_line(path, n_features):
                     return lineno, f"feature {index} has non-finite value {value}"
                 if index < 0 or index < previous:
                     return lineno, f"feature indices must be non-negative and ascending ({token!r})"
+                if index > INDEX_MAX:
+                    return lineno, (f"feature index {index} is beyond {INDEX_MAX}, the "
+                                    f"largest index a sparse matrix holds")
                 if n_features is not None and index > n_features:
                     return lineno, f"feature index {index} exceeds n_features={n_features}"
                 previous = index
@@ -57,10 +64,21 @@ def load_libsvm(path, *, n_features=None, name=None, normalize=False, task="clas
         X, y = load_svmlight_file(str(path), n_features=n_features, dtype=np.float64,
                                   zero_based=False)
         error = None if np.isfinite(X.data).all() and np.isfinite(y).all() else "non-finite"
-    except (ValueError, RuntimeError) as err:
+        if error is None and X.shape[1] > INDEX_MAX:
+            error = "index"
+    except (ValueError, RuntimeError, OverflowError) as err:
         error = err
+    except (EOFError, zlib.error, OSError) as err:
+        if not is_corrupt_stream(err):
+            raise  # permissions and the like: the system's own message names the file
+        raise corrupt_stream_error(f"LIBSVM file {path}", err) from err
     if error is not None:
-        bad = _first_bad_line(path, n_features)
+        try:
+            bad = _first_bad_line(path, n_features)
+        except (EOFError, zlib.error, OSError) as err:
+            if not is_corrupt_stream(err):
+                raise
+            raise corrupt_stream_error(f"LIBSVM file {path}", err) from err
         where = f"line {bad[0]}: {bad[1]}" if bad else str(error)
         raise ValueError(f"cannot read LIBSVM file {path}, {where}") from (
             error if isinstance(error, Exception) else None)

@@ -151,6 +151,20 @@ def mnist_quadrants(X, y, n_clients, *, image_shape=(28, 28), bias=10.0, shuffle
     return _assemble(X, y, owner, samples, features)
 
 
+def _integer_ids(ids, client, name):
+    """``ids`` as int64, refusing values that are not whole numbers (never truncated)."""
+    raw = np.asarray(ids).ravel()
+    if not (np.issubdtype(raw.dtype, np.integer) or np.issubdtype(raw.dtype, np.floating)):
+        raise ValueError(f"invalid client blocks: client {client}: {name} ids must be "
+                         f"integers, got dtype {raw.dtype}")
+    if np.issubdtype(raw.dtype, np.floating):
+        bad = raw[~np.isfinite(raw) | (raw != np.round(raw))]
+        if bad.size:
+            raise ValueError(f"invalid client blocks: client {client}: {name} ids must be "
+                             f"whole numbers, got {_listing(bad)}")
+    return raw.astype(np.int64)
+
+
 def from_blocks(X, y, blocks):
     """Explicit holdings: ``blocks[k] = (sample_ids, feature_ids)`` of client k, possibly
     overlapping. Each non-zero entry goes to the lowest client id whose rectangle
@@ -160,7 +174,7 @@ def from_blocks(X, y, blocks):
     n, d = X.shape
     sample_sets, feature_sets, problems = [], [], []
     for k, (I, J) in enumerate(blocks):
-        I, J = np.asarray(I, dtype=np.int64).ravel(), np.asarray(J, dtype=np.int64).ravel()
+        I, J = _integer_ids(I, k, "sample"), _integer_ids(J, k, "feature")
         for ids, count, name in ((I, n, "sample"), (J, d, "feature")):
             bad = ids[(ids < 0) | (ids >= count)]
             if bad.size:

@@ -1,0 +1,150 @@
+"""Checkpoints: a run's state on disk, written atomically, resumed bit for bit.
+
+A checkpoint folder DIR holds
+
+  DIR/LATEST                      the name of the newest complete checkpoint
+  DIR/round-000120/run.json       round, engine, settings, seed, frac_bits, crypto, the
+                                  data's fingerprint and the History
+  DIR/round-000120/model.npy      the certified model w_best (run.model)
+  protocol engine:
+  DIR/round-000120/server.pkl     the server's state: ciphertexts, w, the public evaluator,
+                                  the participation draws; never a private or PRF key
+  DIR/round-000120/client-3.pkl   client 3's state and its keys (a party keeps its own)
+  batched engine (a plaintext simulation of all parties):
+  DIR/round-000120/engine.npz     the engine's arrays
+
+Every file is written to a temporary name, flushed, fsynced and renamed; the folder is
+written under a temporary name and renamed once complete; then LATEST is replaced the same
+way. A kill at any moment leaves LATEST naming a complete checkpoint (or no LATEST at
+all). The newest KEEP checkpoints are kept.
+
+The .pkl files are pickles: load only checkpoints you wrote (unpickling runs code).
+"""
+
+import hashlib
+import json
+import os
+import pickle
+import shutil
+from pathlib import Path
+
+import numpy as np
+
+FORMAT = 1
+KEEP = 2
+LATEST = "LATEST"
+
+
+class CheckpointError(ValueError):
+    """A checkpoint that is missing, incomplete, or made for another run or data set."""
+
+
+def write_atomic(path, data):
+    """Write ``data`` (bytes) to ``path``: temporary file, fsync, rename."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp")
+    with open(tmp, "wb") as handle:
+        handle.write(data)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(tmp, path)
+
+
+def _fsync_folder(path):
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def dataset_fingerprint(dataset):
+    """SHA-256 over every block's ids, non-zeros and labels: resuming on other data (or
+    another partition of it) is refused."""
+    digest = hashlib.sha256()
+    for block in dataset.blocks:
+        for array in (block.sample_ids, block.feature_ids, block.X.data, block.X.indices,
+                      block.X.indptr, block.y):
+            digest.update(np.ascontiguousarray(array).tobytes())
+    return digest.hexdigest()
+
+
+def pickled(obj):
+    return pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def unpickled(path):
+    if not Path(path).is_file():
+        raise CheckpointError(f"checkpoint file {path} is missing")
+    with open(path, "rb") as handle:
+        return pickle.load(handle)
+
+
+def save_checkpoint(directory, description, model, files):
+    """Write one checkpoint: ``description`` (JSON-able dict with "round"), the model w
+    and the engine's ``files`` (name -> bytes); then point LATEST at it."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    name = f"round-{int(description['round']):06d}"
+    partial = directory / f".{name}.partial"
+    if partial.exists():
+        shutil.rmtree(partial)
+    partial.mkdir()
+    write_atomic(partial / "run.json", json.dumps(dict(description, format=FORMAT),
+                                                  indent=1).encode())
+    buffer = _npy_bytes(model)
+    write_atomic(partial / "model.npy", buffer)
+    for file_name, data in files.items():
+        write_atomic(partial / file_name, data)
+    _fsync_folder(partial)
+    final = directory / name
+    if final.exists():
+        shutil.rmtree(final)
+    os.replace(partial, final)
+    _fsync_folder(directory)
+    write_atomic(directory / LATEST, name.encode())
+    _fsync_folder(directory)
+    for old in sorted(directory.glob("round-*"))[:-KEEP]:
+        if old.name != name:
+            shutil.rmtree(old)
+
+
+def latest_checkpoint(directory):
+    """The folder LATEST names, or None when ``directory`` holds no checkpoint."""
+    pointer = Path(directory) / LATEST
+    if not pointer.is_file():
+        return None
+    folder = Path(directory) / pointer.read_text().strip()
+    if not (folder / "run.json").is_file():
+        raise CheckpointError(f"{pointer} names {folder.name}, which is not a complete "
+                              f"checkpoint")
+    return folder
+
+
+def load_checkpoint(directory):
+    """(description, model, folder) of the newest checkpoint in ``directory``."""
+    folder = latest_checkpoint(directory)
+    if folder is None:
+        raise CheckpointError(f"no checkpoint in {directory} (no {LATEST} file): nothing "
+                              f"to resume")
+    description = json.loads((folder / "run.json").read_text())
+    if description.get("format") != FORMAT:
+        raise CheckpointError(f"{folder}: checkpoint format {description.get('format')!r}, "
+                              f"this version reads {FORMAT}")
+    return description, np.load(folder / "model.npy"), folder
+
+
+def check_same_run(description, expected):
+    """CheckpointError naming every field of ``expected`` the checkpoint disagrees on."""
+    wrong = [f"{key}: checkpoint {description.get(key)!r}, this run {value!r}"
+             for key, value in expected.items() if description.get(key) != value]
+    if wrong:
+        raise CheckpointError("the checkpoint was made by another run; it differs in "
+                              + "; ".join(wrong))
+
+
+def _npy_bytes(array):
+    import io
+    buffer = io.BytesIO()
+    np.save(buffer, np.asarray(array), allow_pickle=False)
+    return buffer.getvalue()

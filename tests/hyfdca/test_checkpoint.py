@@ -1,0 +1,162 @@
+"""Checkpoint and resume: atomic files, the same bits as an uninterrupted run, SIGKILL at
+any round and phase, nothing private in the server's file, named errors."""
+
+import json
+import pickle
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from crypto import SecureSum
+from crypto._interface import KeyHolder
+from hyfdca import CheckpointError, run_hyfdca
+import checkpoint_job as job  # the script beside this file (pytest puts its folder on sys.path)
+
+JOB = Path(job.__file__)
+ROOT = JOB.parents[2]
+TIMING = {"compute_seconds", "protocol_seconds", "encryption_seconds"}
+
+
+def run_job(tmp_path, name, checkpoint, engine, crypto, *extra):
+    out = tmp_path / f"{name}.json"
+    proc = subprocess.run([sys.executable, str(JOB), str(out), str(checkpoint), engine,
+                           crypto, *extra], cwd=ROOT, capture_output=True, text=True,
+                          timeout=600)
+    return proc, out
+
+
+def same_history(a, b):
+    strip = [{k: v for k, v in r.items() if k not in TIMING} for r in a["rounds"]]
+    assert strip == [{k: v for k, v in r.items() if k not in TIMING} for r in b["rounds"]]
+    assert dict(map(tuple, a["evaluations"])).keys() <= dict(map(tuple, b["evaluations"])).keys()
+    evals = {t: e for t, e in b["evaluations"]}
+    for t, e in a["evaluations"]:
+        np.testing.assert_array_equal([e[k] for k in ("primal", "dual")],
+                                      [evals[t][k] for k in ("primal", "dual")])
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory):
+    """Uninterrupted runs (no checkpoint folder), per engine and backend."""
+    cache = {}
+
+    def get(engine, crypto):
+        if (engine, crypto) not in cache:
+            tmp = tmp_path_factory.mktemp("reference")
+            proc, out = run_job(tmp, "ref", tmp / "ck", engine, crypto)
+            assert proc.returncode == 0, proc.stderr
+            cache[engine, crypto] = json.loads(out.read_text())
+        return cache[engine, crypto]
+    return get
+
+
+CASES = [
+    ("batched", "plain", "5:kernel"),
+    ("batched", "plain", "6:save:2"),
+    ("protocol", "plain", "4:local dual method"),
+    ("protocol", "mask", "2:secure inner product"),
+    ("protocol", "mask", "7:primal aggregation"),
+    ("protocol", "mask", "8:dual sync + primal aggregation"),
+    ("protocol", "mask", "6:certificate: inner products"),
+    ("protocol", "mask", "9:save:3"),
+    ("protocol", "mask", "12:save:0"),
+]
+
+
+@pytest.mark.parametrize("engine,crypto,kill", CASES)
+def test_sigkill_then_resume_gives_the_uninterrupted_bits(tmp_path, reference, engine,
+                                                         crypto, kill):
+    checkpoint = tmp_path / "ck"
+    proc, _ = run_job(tmp_path, "killed", checkpoint, engine, crypto, "--kill", kill)
+    assert proc.returncode == -9, proc.stderr
+    proc, out = run_job(tmp_path, "resumed", checkpoint, engine, crypto, "--resume")
+    assert proc.returncode == 0, proc.stderr
+    resumed, ref = json.loads(out.read_text()), reference(engine, crypto)
+    np.testing.assert_array_equal(resumed["alpha"], ref["alpha"])
+    np.testing.assert_array_equal(resumed["model"], ref["model"])
+    # the resumed history has every round once; its certificates include the reference's
+    same_history(ref["history"], resumed["history"])
+
+
+def test_resume_with_paillier_in_process(tmp_path):
+    fed, settings = job.problem()
+    opts = dict(eval_every=2, crypto="paillier", **job.options("paillier"))
+    a, ha = run_hyfdca(fed, settings, max_rounds=4, **opts)
+    run_hyfdca(fed, settings, max_rounds=2, checkpoint=tmp_path, **opts)
+    b, hb = run_hyfdca(fed, settings, max_rounds=4, checkpoint=tmp_path, resume=True, **opts)
+    keys = a.clients[0].keys
+    np.testing.assert_array_equal(b.clients[0].keys.decrypt(b.server.enc_alpha),
+                                  keys.decrypt(a.server.enc_alpha))
+    np.testing.assert_array_equal(a.model, b.model)
+    same_history(ha.state(), hb.state())
+
+
+def _objects(value, seen=None):
+    """Every object reachable from ``value`` through containers and attributes."""
+    seen = set() if seen is None else seen
+    if id(value) in seen:
+        return
+    seen.add(id(value))
+    yield value
+    children = ()
+    if isinstance(value, dict):
+        children = list(value.keys()) + list(value.values())
+    elif isinstance(value, (list, tuple, set, frozenset)):
+        children = value
+    elif hasattr(value, "__dict__"):
+        children = vars(value).values()
+    elif hasattr(value, "__slots__"):
+        children = [getattr(value, s) for s in value.__slots__ if hasattr(value, s)]
+    for child in children:
+        yield from _objects(child, seen)
+
+
+@pytest.mark.parametrize("crypto", ["mask", "paillier", "fast-paillier"])
+def test_the_servers_file_holds_no_private_or_prf_key(tmp_path, crypto):
+    fed, settings = job.problem()
+    run, _ = run_hyfdca(fed, settings, max_rounds=2, crypto=crypto, checkpoint=tmp_path,
+                        **job.options(crypto))
+    folder = next(tmp_path.glob("round-*"))
+    server = pickle.loads((folder / "server.pkl").read_bytes())
+    found = list(_objects(server))
+    assert not [o for o in found if isinstance(o, (KeyHolder, SecureSum))]
+    assert not [o for o in found if "private" in type(o).__name__.lower()]
+    secrets = [run.clients[0].masker._key] + [v for v in vars(run.clients[0].keys).values()
+                                              if isinstance(v, bytes)]
+    raw = (folder / "server.pkl").read_bytes()
+    assert secrets and not [s for s in secrets if s in raw]
+    client = pickle.loads((folder / "client-0.pkl").read_bytes())
+    assert isinstance(client["keys"], KeyHolder)  # a client keeps its own keys
+
+
+def test_refusals_name_the_problem(tmp_path):
+    fed, settings = job.problem()
+    with pytest.raises(CheckpointError, match="no checkpoint in"):
+        run_hyfdca(fed, settings, max_rounds=2, checkpoint=tmp_path / "none", resume=True)
+    run_hyfdca(fed, settings, max_rounds=2, checkpoint=tmp_path)
+    with pytest.raises(CheckpointError, match=r"already holds a checkpoint \(round-000002\)"):
+        run_hyfdca(fed, settings, max_rounds=4, checkpoint=tmp_path)
+    with pytest.raises(CheckpointError, match="differs in seed: checkpoint 0, this run 1"):
+        run_hyfdca(fed, settings, max_rounds=4, checkpoint=tmp_path, resume=True, seed=1)
+    other = job.P.hybrid_grid(fed.reassemble()[0][:, ::-1], fed.labels, 3, 3)
+    with pytest.raises(CheckpointError, match="differs in data"):
+        run_hyfdca(other, settings, max_rounds=4, checkpoint=tmp_path, resume=True)
+    with pytest.raises(CheckpointError, match="engine: checkpoint 'protocol'"):
+        run_hyfdca(fed, settings, max_rounds=4, checkpoint=tmp_path, resume=True,
+                   engine="batched")
+    with pytest.raises(ValueError, match="need a checkpoint folder"):
+        run_hyfdca(fed, settings, max_rounds=4, resume=True)
+
+
+def test_a_key_mismatch_is_named(tmp_path):
+    fed, settings = job.problem()
+    run_hyfdca(fed, settings, max_rounds=2, crypto="mask", checkpoint=tmp_path / "a")
+    run_hyfdca(fed, settings, max_rounds=2, crypto="mask", checkpoint=tmp_path / "b")
+    a, b = (next((tmp_path / x).glob("round-*")) for x in "ab")
+    (a / "client-4.pkl").write_bytes((b / "client-4.pkl").read_bytes())
+    with pytest.raises(CheckpointError, match="key mismatch: client 4's keys"):
+        run_hyfdca(fed, settings, max_rounds=4, crypto="mask", checkpoint=tmp_path / "a",
+                   resume=True)
