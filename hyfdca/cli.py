@@ -1,15 +1,21 @@
 """The ``hyfdca`` command: ``datasets``, ``demo``, ``run``, ``profile``, ``experiment``."""
 
 import argparse
+import shutil
+import signal
 import sys
+import tempfile
+from pathlib import Path
 
 import numpy as np
 
 from crypto import BACKENDS
 from feddata import PARTICIPATION_KINDS, datasets, federated_problem
 from feddata.partition import SPEC_HELP
+from hyfdca._checkpoint import latest_checkpoint
 from hyfdca._run import ENGINES, run_hyfdca
 from hyfdca._settings import DEFAULT_VARIANT, VARIANT_NAMES, HyFDCASettings
+from hyfdca._signals import GracefulStop, Terminated, raise_terminated
 from solvers import LOSS_CODES, centralized_solution, sign_labels
 
 
@@ -44,11 +50,18 @@ def _problem(args):
 def cmd_train(args):
     """Train with HyFDCA on a catalogued data set and partition, compare with the
     centralized solver, write the history (CSV, JSON) and the convergence plot. ``demo``
-    is this command on the embedded defaults."""
-    from pathlib import Path
-
+    is this command on the embedded defaults. The run's state is checkpointed in
+    ``--checkpoint`` (default OUTPUT/checkpoint) every ``--checkpoint-every`` rounds and
+    at its end; ``--resume`` continues it. Ctrl-C or SIGTERM stops after the current
+    round and keeps the work (history and checkpoint; exit code 130 or 143)."""
     from hyfdca._plots import plot_history
 
+    out = prepare_output(args.output)
+    checkpoint = Path(args.checkpoint) if args.checkpoint else out / "checkpoint"
+    if not args.resume and latest_checkpoint(checkpoint) is not None:
+        raise SystemExit(f"hyfdca: {checkpoint} holds the checkpoint of an earlier run "
+                         f"({latest_checkpoint(checkpoint).name}): add --resume to continue "
+                         f"it, or choose another --output or --checkpoint")
     fed, validation = _problem(args)
     settings = HyFDCASettings.from_variant(
         args.variant, loss=args.loss, lam=args.lam, H=args.H, iic=args.iic,
@@ -57,10 +70,21 @@ def cmd_train(args):
     p_star, w_star = centralized_solution(*fed.reassemble(), loss=args.loss, lam=args.lam)
     print(f"{settings.variant} variant, loss={args.loss}, lam={args.lam:g}, "
           f"participation={args.participation} ({args.fraction:g}), P* = {p_star:.8f}")
-    run, history = run_hyfdca(fed, settings, max_rounds=args.rounds, tol=args.tol,
-                              rel_tol=args.rel_tol, eval_every=args.eval_every, p_star=p_star,
-                              validation=validation, crypto=args.crypto, seed=args.seed,
-                              progress=not args.quiet)
+    with GracefulStop() as stop:
+        run, history = run_hyfdca(fed, settings, max_rounds=args.rounds, tol=args.tol,
+                                  rel_tol=args.rel_tol, eval_every=args.eval_every,
+                                  p_star=p_star, validation=validation, crypto=args.crypto,
+                                  seed=args.seed, progress=not args.quiet,
+                                  checkpoint=checkpoint, checkpoint_every=args.checkpoint_every,
+                                  resume=args.resume, stop=stop)
+    history.to_csv(out / "history.csv")
+    history.to_json(out / "history.json")
+    if stop.signal is not None:
+        print(f"hyfdca: {stop.signal.name} at round {run.round}: history in {out}, "
+              f"checkpoint in {checkpoint} (continue with --resume)", file=sys.stderr)
+        return stop.exit_code
+    if not args.checkpoint:  # the default folder keeps only unfinished work
+        shutil.rmtree(checkpoint)
     primal, dual = history.certified()  # run.model is the certificate with this primal
     X_val, y_val = validation
     accuracy, central_acc = (float(np.mean(sign_labels(X_val @ w) == y_val))
@@ -72,15 +96,28 @@ def cmd_train(args):
     print(f"  duality gap          {primal - dual:.3e}   (best primal - best dual)")
     print(f"  relative loss        {(primal - p_star) / p_star:.3e}   (P - P*) / P*")
     print(f"  validation accuracy  {accuracy:.4f}   (centralized solver: {central_acc:.4f})")
-    out = Path(args.output)
-    out.mkdir(parents=True, exist_ok=True)
-    history.to_csv(out / "history.csv")
-    history.to_json(out / "history.json")
     plot = plot_history(history, out / "convergence.png",
                         title=f"{args.dataset} {args.partition}",
                         reference_accuracy=central_acc)
-    print(f"history: {out / 'history.csv'}, {out / 'history.json'}; plot: {plot}")
+    kept = f"; checkpoint: {checkpoint}" if args.checkpoint else ""
+    print(f"history: {out / 'history.csv'}, {out / 'history.json'}; plot: {plot}{kept}")
     return 0
+
+
+def prepare_output(path):
+    """The output folder, created and checked writable before any work starts (an error
+    after training would lose the run)."""
+    out = Path(path)
+    if out.exists() and not out.is_dir():
+        raise SystemExit(f"hyfdca: the output folder {out} is a file")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=out):
+            pass
+    except OSError as err:
+        raise SystemExit(f"hyfdca: cannot write in the output folder {out}: "
+                         f"{err.strerror or err}") from None
+    return out
 
 
 def cmd_profile(args):
@@ -90,7 +127,6 @@ def cmd_profile(args):
     0, 0.2575 and 0.6 s per round trip (table and stacked bar chart)."""
     import json
     from dataclasses import asdict
-    from pathlib import Path
 
     from hyfdca import profile
 
@@ -98,13 +134,12 @@ def cmd_profile(args):
     unknown = sorted(set(backends) - set(BACKENDS))
     if unknown:
         raise SystemExit(f"unknown crypto backend(s) {unknown}; known: {sorted(BACKENDS)}")
+    out = prepare_output(args.output)
     key_sizes = [int(k) for k in args.key_bits.split(",")]
     configs = []  # (backend, key bits or None): every key size only where there are keys
     for name in backends:
         has_keys = "n_length" in profile.backend_options(name, 2048)
         configs += [(name, bits) for bits in key_sizes] if has_keys else [(name, None)]
-    out = Path(args.output)
-    out.mkdir(parents=True, exist_ok=True)
 
     costs = []
     for name, bits in configs:
@@ -147,6 +182,7 @@ def cmd_experiment(args):
     style plots (PNG, PDF), the tuning and verdict tables and the results as JSON."""
     from hyfdca import experiments, profile
 
+    prepare_output(args.output)
     config = dict(experiments.QUICK if args.quick else experiments.FULL)
     for key in ("rounds", "tune_rounds", "max_candidates", "eval_every"):
         if getattr(args, key) is not None:
@@ -224,6 +260,13 @@ def _add_train_options(p, *, dataset, partition, participation, fraction, lam, r
     p.add_argument("--crypto", default="plain", choices=sorted(BACKENDS),
                    help="encryption backend (paillier keys: 2048 bits)")
     p.add_argument("--output", default="hyfdca-output", help="folder for history and plots")
+    p.add_argument("--checkpoint", default=None, metavar="DIR",
+                   help="checkpoint folder, kept after the run (default: OUTPUT/checkpoint, "
+                        "removed when the run finishes)")
+    p.add_argument("--checkpoint-every", type=int, default=100, metavar="ROUNDS",
+                   help="rounds between checkpoints (one is also written at the end)")
+    p.add_argument("--resume", action="store_true",
+                   help="continue the run saved in the checkpoint folder")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
@@ -307,7 +350,19 @@ def build_parser():
 
 def main(argv=None):
     args = build_parser().parse_args(argv)
-    return args.func(args)
+    previous = signal.signal(signal.SIGTERM, raise_terminated)
+    try:
+        return args.func(args)
+    except (ValueError, OSError) as err:  # bad input: the library's message, no traceback
+        print(f"hyfdca {args.command}: error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt as err:  # outside a run's graceful stop: nothing to save
+        terminated = isinstance(err, Terminated)
+        print(f"\nhyfdca: {'terminated' if terminated else 'interrupted'} before any work "
+              f"was saved", file=sys.stderr)
+        return 143 if terminated else 130
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 if __name__ == "__main__":

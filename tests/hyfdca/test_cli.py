@@ -70,10 +70,13 @@ def test_the_squared_loss_runs_and_unknown_variants_are_refused(capsys, tmp_path
         main(["profile", "--variant", "bogus"])
 
 
-def test_a_class_index_out_of_range_is_a_clear_error(tmp_path):
-    with pytest.raises(ValueError, match="positive_class must index one of the 10 classes"):
-        main(["run", "--dataset", "digits", "--positive-class", "99", "--rounds", "2",
-              "--quiet", "--output", str(tmp_path)])
+def test_a_class_index_out_of_range_is_a_clear_error(tmp_path, capsys):
+    assert main(["run", "--dataset", "digits", "--positive-class", "99", "--rounds", "2",
+                 "--quiet", "--output", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "hyfdca run: error: positive_class must index one of the 10 classes" in err
+    assert main(["demo", "--eval-every", "0", "--output", str(tmp_path)]) == 2
+    assert "eval_every must be a whole number >= 1, got 0" in capsys.readouterr().err
 
 
 def test_rel_tol_stops_the_run_at_a_relative_gap(tmp_path):
@@ -88,3 +91,74 @@ def test_rel_tol_stops_the_run_at_a_relative_gap(tmp_path):
     met = best_p - best_d <= 0.05 * best_p
     assert met[-1] and not met[:-1].any()
     assert int(rows[-1]["round"]) < 2000
+
+
+# --- keeping work: output folders first, checkpoints, Ctrl-C and SIGTERM ---------------
+
+@pytest.mark.parametrize("command", ["demo", "profile", "experiment"])
+def test_a_bad_output_folder_is_refused_before_any_work(tmp_path, command):
+    a_file = tmp_path / "file"
+    a_file.write_text("x")
+    with pytest.raises(SystemExit, match="the output folder .*file is a file"):
+        main([command, "--output", str(a_file)])
+    with pytest.raises(SystemExit, match="cannot write in the output folder /proc/hyfdca"):
+        main([command, "--output", "/proc/hyfdca"])
+
+
+def test_an_unwritable_output_folder_is_refused(tmp_path):
+    import os
+    if os.geteuid() == 0:
+        pytest.skip("root writes everywhere: no unwritable folder to test with")
+    locked = tmp_path / "locked"
+    locked.mkdir(mode=0o500)
+    with pytest.raises(SystemExit, match="cannot write in the output folder"):
+        main(["demo", "--output", str(locked / "out")])
+
+
+def test_an_unfinished_checkpoint_is_never_overwritten(tmp_path):
+    args = ["demo", "--rounds", "3", "--quiet", "--output", str(tmp_path)]
+    assert main(args + ["--checkpoint", str(tmp_path / "ck")]) == 0
+    with pytest.raises(SystemExit, match=r"holds the checkpoint of an earlier run "
+                                         r"\(round-000003\): add --resume"):
+        main(args + ["--checkpoint", str(tmp_path / "ck")])
+    assert main(["demo", "--rounds", "6", "--quiet", "--output", str(tmp_path), "--checkpoint",
+                 str(tmp_path / "ck"), "--resume"]) == 0
+    assert main(args) == 0 and main(args) == 0  # the default folder keeps no finished run
+    assert not (tmp_path / "checkpoint").exists()
+
+
+@pytest.mark.parametrize("signame,code", [("SIGTERM", 143), ("SIGINT", 130)])
+def test_a_signal_stops_after_the_round_and_keeps_history_and_checkpoint(tmp_path, signame,
+                                                                         code):
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    out = tmp_path / "out"
+    args = [sys.executable, "-m", "hyfdca.cli", "demo", "--rounds", "1000000", "--quiet",
+            "--eval-every", "5", "--output", str(out)]
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.time() + 120
+        while not (out / "checkpoint" / "LATEST").exists() and time.time() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.5)  # some rounds into the run
+        proc.send_signal(getattr(signal, signame))
+        stdout, stderr = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    assert proc.returncode == code, stderr
+    last = [line for line in stderr.splitlines() if line.strip()][-1]
+    assert last.startswith(f"hyfdca: {signame} at round ") and "--resume" in last
+    assert "Traceback" not in stderr
+    stopped_at = int(last.split("at round ")[1].split(":")[0])
+    with open(out / "history.csv") as handle:
+        rows = list(csv.DictReader(handle))
+    assert int(rows[-1]["round"]) == stopped_at and rows[-1]["gap"] != "nan"
+    assert (out / "checkpoint" / f"round-{stopped_at:06d}").is_dir()
+    assert main(["demo", "--rounds", str(stopped_at + 5), "--quiet", "--eval-every", "5",
+                 "--output", str(out), "--resume"]) == 0
+    with open(out / "history.csv") as handle:
+        rows = list(csv.DictReader(handle))
+    assert [int(r["round"]) for r in rows] == list(range(stopped_at + 6))
