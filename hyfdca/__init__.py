@@ -16,7 +16,8 @@ from hyfdca._messages import decode_message, encode_message
 from hyfdca._protocol import HyFDCARun
 from hyfdca._run import ENGINES, run_hyfdca
 from hyfdca._settings import DEFAULT_VARIANT, VARIANTS, HyFDCASettings
-from hyfdca._transport import InProcessTransport, Traffic, Transport
+from hyfdca._transport import (FaultyTransport, InProcessTransport, MissingReplies, Traffic,
+                               Transport)
 
 __version__ = "0.1.0.dev0"
 
@@ -32,7 +33,9 @@ __all__ = [
     "HyFDCARegressor",
     "HyFDCARun",
     "HyFDCASettings",
+    "FaultyTransport",
     "InProcessTransport",
+    "MissingReplies",
     "Traffic",
     "Transport",
     "decode_message",

@@ -29,6 +29,8 @@ Which phases run, who may draw what and how the step is chosen come from
 ``hyfdca._round``; the messages travel through a ``Transport`` (``hyfdca._transport``).
 """
 
+import copy
+
 import numpy as np
 
 from crypto import DealtKeys, deal_keys, masked_total
@@ -41,7 +43,7 @@ from hyfdca._client import Client
 from hyfdca._round import (draws_all_samples, eligible_samples, margins_are_local, plan_round,
                            sampling_streams, step_bits)
 from hyfdca._server import Server
-from hyfdca._transport import InProcessTransport
+from hyfdca._transport import InProcessTransport, MissingReplies
 
 CRYPTO_FIELDS = ("encrypt", "decrypt", "add", "multiply")
 
@@ -91,6 +93,10 @@ class HyFDCARun:
                                self.settings, streams[k])
                         for k, b in enumerate(dataset.blocks)]
         self.transport = (transport or InProcessTransport)(self.clients, evaluator, record)
+        if getattr(self.transport, "may_lose", False) and self.settings.participation == "full":
+            raise ValueError("a transport that can lose messages makes clients absent: run "
+                             "with participation='fraction' (fraction=1.0 is allowed) or "
+                             "'cyclic', whose protocol handles absent clients")
         self.local_margins = margins_are_local(counts)
         self.participation = Participation(self.settings.participation, self.settings.fraction,
                                            len(self.clients), self.seed)
@@ -153,11 +159,42 @@ class HyFDCARun:
     # --- one round ----------------------------------------------------------------------
 
     def step(self):
-        """Run one outer iteration; return its record (traffic, crypto counts, timing)."""
-        transport, server = self.transport, self.server
+        """Run one outer iteration; return its record (traffic, crypto counts, timing).
+
+        Over a transport that can lose messages (``may_lose``), a round applies whole or
+        not at all: if a client's reply does not arrive (``MissingReplies``), the server's
+        and the round's clients' states are restored and the round runs again without
+        that client, which is then absent for the round. The record counts the traffic
+        and encryption work of every attempt.
+        """
         avail = self.available()
-        plan = plan_round(self.settings, self.round, self.local_margins)
         before = self.counts.as_dict()
+        lossy = getattr(self.transport, "may_lose", False)
+        if lossy:
+            self.transport.start_round(self.round)
+        while True:
+            saved = self._snapshot(avail) if lossy else None
+            try:
+                return self._step(avail, before)
+            except MissingReplies as lost:
+                if saved is None:
+                    raise
+                self._restore(saved)
+                avail = np.setdiff1d(avail, lost.clients)
+
+    def _snapshot(self, clients):
+        return copy.deepcopy((self.server.state(),
+                              {k: self.clients[k].state() for k in clients}))
+
+    def _restore(self, saved):
+        server, clients = saved
+        self.server.load_state(server)
+        for k, state in clients.items():
+            self.clients[k].load_state(state)
+
+    def _step(self, avail, before):
+        transport, server = self.transport, self.server
+        plan = plan_round(self.settings, self.round, self.local_margins)
 
         if plan.dual_sync_phase:
             eligible = self._eligible(avail)
@@ -222,6 +259,8 @@ class HyFDCARun:
         """
         transport, server = self.transport, self.server
         everyone = np.arange(len(self.clients))
+        if getattr(transport, "may_lose", False):
+            transport.start_round()  # crashed clients restart; its exchanges retransmit
         saved = transport.take_traffic()
         v, parts, shares = {}, {}, {}
         transport.exchange("certificate: dual sync + primal aggregation", everyone,

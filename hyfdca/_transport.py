@@ -13,6 +13,8 @@ implement ``exchange`` with the same accounting and carry the messages as bytes
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from hyfdca._messages import message_nbytes
 
 
@@ -92,3 +94,163 @@ class InProcessTransport(Transport):
             reply = self.clients[k].handle(message)
             self._received(phase, k, reply)
             receive(k, reply)
+
+
+FAULTS = ("drop", "delay", "duplicate", "crash")
+
+
+class MissingReplies(RuntimeError):
+    """Clients whose reply did not arrive in a phase (after any retransmissions)."""
+
+    def __init__(self, phase, clients):
+        self.phase, self.clients = phase, sorted(int(k) for k in clients)
+        super().__init__(f"phase {phase!r}: no reply from client(s) {self.clients}")
+
+
+@dataclass
+class FaultCounts:
+    """What a :class:`FaultyTransport` did to the messages so far."""
+
+    dropped: int = 0
+    delayed: int = 0
+    duplicated: int = 0
+    crashed: int = 0
+    retransmitted: int = 0
+    stale_discarded: int = 0
+    duplicates_ignored: int = 0
+
+
+class FaultyTransport(InProcessTransport):
+    """In-process delivery with injected faults, each message independently (one seeded
+    stream: the same seed gives the same faults):
+
+    * ``drop``: the message (down or up) is lost;
+    * ``delay``: it arrives after the phase's deadline, when its phase is over (a reply
+      that comes late is discarded by its message id, never applied);
+    * ``duplicate``: it is delivered twice (the client answers a message id it has seen
+      with its stored reply without handling it again; the server takes one reply per
+      client and message id);
+    * ``crash``: at a phase of a round, the client crashes and is unreachable for the
+      rest of the round (it comes back next round with its state as of its last
+      committed round; in the certificate, which changes no state, a crash is a lost
+      message).
+
+    ``script``: faults at given places besides the random ones, as (round, phase, client,
+    fault) tuples with fault one of "drop", "delay", "duplicate", "crash" (each applies
+    once, to the first sending there; a scripted drop or delay hits the reply, after the
+    client handled the message).
+
+    A message lost or late is sent again up to ``retries`` times; a client whose reply
+    still does not arrive is reported by :class:`MissingReplies`, and the run treats it as
+    absent for the round (``HyFDCARun.step`` rolls the round back and runs it without that
+    client). The certificate needs every client: its phases retry up to
+    ``certificate_retries`` times. ``phases``: the phase names faults apply to (default
+    all).
+    """
+
+    may_lose = True
+
+    def __init__(self, clients, evaluator, record=False, *, drop=0.0, delay=0.0,
+                 duplicate=0.0, crash=0.0, retries=0, certificate_retries=50, phases=None,
+                 script=(), seed=0):
+        super().__init__(clients, evaluator, record)
+        for name, p in (("drop", drop), ("delay", delay), ("duplicate", duplicate),
+                        ("crash", crash)):
+            if not 0.0 <= p <= 1.0:
+                raise ValueError(f"{name} must be a probability in [0, 1], got {p!r}")
+        if int(retries) < 0 or int(certificate_retries) < 0:
+            raise ValueError("retries and certificate_retries must be >= 0")
+        self.drop, self.delay, self.duplicate, self.crash = drop, delay, duplicate, crash
+        self.retries, self.certificate_retries = int(retries), int(certificate_retries)
+        self.phases = None if phases is None else frozenset(phases)
+        self.rng = np.random.default_rng([int(seed), 0xFA17])
+        self.script = {(int(r), str(ph), int(k), str(f)) for r, ph, k, f in script}
+        unknown = {f for *_, f in self.script} - set(FAULTS)
+        if unknown:
+            raise ValueError(f"unknown fault(s) {sorted(unknown)} in script; known: {FAULTS}")
+        self.round = None
+        self.faults = FaultCounts()
+        self.crashed = set()
+        self._next_id = 0
+        self._seen = {}   # client -> (message id, reply): a client endpoint's last answer
+        self._late = {}   # client -> a late reply, still travelling
+
+    def start_round(self, round_=None):
+        """A new round (``round_``: its index, for the script; None for a certificate):
+        crashed clients are back (with their committed state)."""
+        self.crashed.clear()
+        self.round = round_
+
+    def _faulty(self, fault, phase, k, scripted=True):
+        place = (self.round, phase, int(k), fault)
+        if scripted and place in self.script:
+            self.script.discard(place)
+            return True
+        p = getattr(self, fault)
+        applies = self.phases is None or phase in self.phases
+        return applies and p > 0.0 and self.rng.random() < p
+
+    def exchange(self, phase, clients, build, receive):
+        self._open(phase)
+        budget = self.certificate_retries if phase.startswith("certificate") else self.retries
+        missing = []
+        for k in clients:
+            if self._late.pop(k, None) is not None:
+                self.faults.stale_discarded += 1  # an earlier phase's reply: not applied
+            message, message_id = build(k), self._new_id()
+            reply = self._round_trip(phase, k, message, message_id)
+            for _ in range(budget):
+                if reply is not None:
+                    break
+                self.faults.retransmitted += 1
+                reply = self._round_trip(phase, k, message, message_id)
+            if reply is None:
+                missing.append(k)
+                continue
+            receive(k, reply)
+        if missing:
+            raise MissingReplies(phase, missing)
+
+    def _new_id(self):
+        self._next_id += 1
+        return self._next_id
+
+    def _round_trip(self, phase, k, message, message_id):
+        """The reply to one sending of ``message``, or None if it is lost or late."""
+        certificate = phase.startswith("certificate")  # a crash there: the client restarts
+        if not certificate and k not in self.crashed and self._faulty("crash", phase, k):
+            self.crashed.add(k)
+            self.faults.crashed += 1
+        if k in self.crashed:
+            return None
+        self._sent(phase, k, message)
+        if self._faulty("drop", phase, k, scripted=False):  # (a scripted drop loses the reply)
+            self.faults.dropped += 1
+            return None
+        copies = 2 if self._faulty("duplicate", phase, k) else 1
+        self.faults.duplicated += copies - 1
+        replies = [self._endpoint(k, message, message_id) for _ in range(copies)]
+        reply = replies[0]
+        if self._faulty("drop", phase, k):
+            self.faults.dropped += 1
+            return None
+        if self._faulty("delay", phase, k):
+            self.faults.delayed += 1
+            self._late[k] = reply
+            return None
+        self._received(phase, k, reply)
+        if self._faulty("duplicate", phase, k):  # the reply arrives twice: taken once
+            self.faults.duplicated += 1
+            self.faults.duplicates_ignored += 1
+        return reply
+
+    def _endpoint(self, k, message, message_id):
+        """Client k's side: a message id seen before gets the stored reply (a
+        retransmission or a duplicate is never handled twice)."""
+        seen = self._seen.get(k)
+        if seen is not None and seen[0] == message_id:
+            self.faults.duplicates_ignored += 1
+            return seen[1]
+        reply = self.clients[k].handle(message)
+        self._seen[k] = (message_id, reply)
+        return reply
