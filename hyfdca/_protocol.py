@@ -173,6 +173,8 @@ class HyFDCARun:
         if lossy:
             self.transport.start_round(self.round)
         while True:
+            if avail.size == 0:  # every invited client was lost: nothing moves this round
+                return self._finish_round(avail, before, 0.0)
             saved = self._snapshot(avail) if lossy else None
             try:
                 return self._step(avail, before)
@@ -239,7 +241,10 @@ class HyFDCARun:
                                    np.arange(server.sample_ids[k].size)),
                                server.store_all_parts)
 
-        traffic = transport.take_traffic()
+        return self._finish_round(avail, before, g, compute, compute_ops)
+
+    def _finish_round(self, avail, before, g, compute=0.0, compute_ops=0):
+        traffic = self.transport.take_traffic()
         after = self.counts.as_dict()
         self.round += 1
         return dict(round=self.round, available=len(avail), step=g, rtc=traffic.rtc,

@@ -57,6 +57,27 @@ def test_malformed_libsvm_names_file_and_line(tmp_path, content, message):
     assert str(path) in str(err.value) and message in str(err.value)
 
 
+@pytest.mark.parametrize("index", [2**31, 10**12])
+def test_a_feature_index_beyond_int32_names_file_and_line(tmp_path, index):
+    path = tmp_path / "wide.svm"
+    path.write_text(f"1 1:1 3:2\n-1 2:1 {index}:1\n")
+    with pytest.raises(ValueError, match=f"{path}, line 2: feature index {index} is beyond "
+                                         f"2147483647"):
+        D.load_libsvm(path)
+
+
+@pytest.mark.parametrize("opener", ["gzip", "bz2"])
+def test_a_truncated_compressed_libsvm_file_is_named(tmp_path, opener):
+    import bz2
+    path = tmp_path / f"rows.svm.{'gz' if opener == 'gzip' else 'bz2'}"
+    data = b"".join(b"%d 1:1 2:0.5 7:1\n" % (1 if i % 2 else -1) for i in range(5000))
+    packed = (gzip if opener == "gzip" else bz2).compress(data)
+    path.write_bytes(packed[:len(packed) // 2])
+    with pytest.raises(ValueError, match=f"cannot read LIBSVM file {path}: the compressed "
+                                         f"data is truncated or corrupt"):
+        D.load_libsvm(path)
+
+
 def test_single_class_is_refused(tmp_path):
     path = tmp_path / "one.svm"
     path.write_text("1 1:0.5\n1 2:1\n")
@@ -90,6 +111,15 @@ def test_idx_images(tmp_path, compress):
     assert ds.X.shape == (9, 16) and ds.image_shape == (4, 4) and ds.X.max() <= 1.0
     np.testing.assert_array_equal(ds.y, [0, 1, 2, 0, 1, 2, 0, 1, 2])
     assert D.load_idx_images(tmp_path, subset="test").X.shape == (3, 16)
+
+
+def test_a_truncated_gzip_idx_file_is_named(tmp_path):
+    path = tmp_path / "x-images-idx3-ubyte.gz"
+    _write_idx(path, np.arange(4000).reshape(40, 10, 10) % 256, True)
+    path.write_bytes(path.read_bytes()[:-40])
+    with pytest.raises(ValueError, match=f"cannot read {path}: the compressed data is "
+                                         f"truncated or corrupt"):
+        D.read_idx(path)
 
 
 def test_truncated_idx_names_the_file(tmp_path):

@@ -192,6 +192,18 @@ def test_from_blocks_refuses_uncovered_entries_and_bad_ids(data):
         P.from_blocks(X, y, [(range(90), range(40)), (range(3), [40])])
 
 
+def test_from_blocks_never_truncates_an_id(data):
+    X, y = data
+    with pytest.raises(ValueError, match=r"client 1: sample ids must be whole numbers, got "
+                                         r"\[1.5\]"):
+        P.from_blocks(X, y, [(range(90), range(40)), ([0, 1.5], range(40))])
+    with pytest.raises(ValueError, match="client 0: feature ids must be integers, got dtype "
+                                         "bool"):
+        P.from_blocks(X, y, [(range(90), [True] * 40)])
+    whole = P.from_blocks(X, y, [(np.arange(90.0), np.arange(40.0))])  # 3.0 is 3
+    assert whole.n_clients == 1
+
+
 def test_builder_argument_errors(data):
     X, y = data
     with pytest.raises(ValueError, match="cannot split 40 features into 41 groups"):

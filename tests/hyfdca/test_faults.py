@@ -82,8 +82,8 @@ def faulty(**options):
                                                               **options)
 
 
-def partial():
-    return settings(participation="fraction", fraction=0.5)
+def partial(fraction=0.5):
+    return settings(participation="fraction", fraction=fraction)
 
 
 def final_state(run):
@@ -95,9 +95,9 @@ PHASES = ["dual sync + primal aggregation", "secure inner product", "local dual 
           "primal aggregation"]
 
 
-def reference_without(grid, absent, rounds):
+def reference_without(grid, absent, rounds, fraction=0.5):
     """A fault-free run in which the clients of ``absent`` {round: ids} were absent."""
-    run = HyFDCARun(grid, partial(), crypto="mask")
+    run = HyFDCARun(grid, partial(fraction), crypto="mask")
     available = run.available
     run.available = lambda: np.setdiff1d(available(), absent.get(run.round, []))
     for _ in range(rounds):
@@ -105,8 +105,8 @@ def reference_without(grid, absent, rounds):
     return run
 
 
-def faulty_run(grid, rounds, **options):
-    run = HyFDCARun(grid, partial(), crypto="mask", transport=faulty(**options))
+def faulty_run(grid, rounds, fraction=0.5, **options):
+    run = HyFDCARun(grid, partial(fraction), crypto="mask", transport=faulty(**options))
     records = [run.step() for _ in range(rounds)]
     return run, records
 
@@ -138,6 +138,17 @@ def test_a_missing_reply_makes_the_client_absent_for_the_round(grid, phase, faul
     assert records[3]["available"] == len(probe.available()) - 1
     if fault == "delay":
         assert run.transport.faults.stale_discarded == 1
+
+
+def test_a_round_that_loses_everyone_changes_nothing(grid):
+    """At fraction 1 (every client invited; the line search on), all four replies of
+    round 2's phase D are lost: round 2 runs with nobody."""
+    clean = reference_without(grid, {2: [0, 1, 2, 3]}, 5, fraction=1.0)
+    lost = [(2, "primal aggregation", k, "drop") for k in range(4)]
+    run, records = faulty_run(grid, 5, fraction=1.0, script=lost)
+    assert records[2]["available"] == 0 and records[2]["step"] == 0.0
+    assert records[2]["rtc"] > 0  # the attempts' traffic is counted
+    assert_same_state(run, clean)
 
 
 def test_a_retransmission_recovers_a_lost_reply_without_applying_it_twice(grid):
