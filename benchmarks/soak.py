@@ -41,8 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import numpy as np  # noqa: E402
 
 from feddata import federated_problem  # noqa: E402
-from hyfdca import FaultyTransport, HyFDCARun, HyFDCASettings  # noqa: E402
-from hyfdca._checkpoint import save_checkpoint  # noqa: E402
+from hyfdca import FaultyTransport, HyFDCARun, HyFDCASettings, save_checkpoint  # noqa: E402
 
 SAMPLE_EVERY, CERTIFY_EVERY, CHECKPOINT_EVERY, WARMUP = 10_000, 1_000, 5_000, 10_000
 

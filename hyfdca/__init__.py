@@ -9,7 +9,7 @@ messages and their byte encoding, and the scikit-learn estimators. The data mode
 
 from hyfdca._batched import BatchedHyFDCA
 from hyfdca._certificate import CertificateError
-from hyfdca._checkpoint import CheckpointError
+from hyfdca._checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from hyfdca._encoding_range import FixedPointRangeError
 from hyfdca._estimators import HyFDCAClassifier, HyFDCARegressor
 from hyfdca._messages import decode_message, encode_message
@@ -22,23 +22,25 @@ from hyfdca._transport import (FaultyTransport, InProcessTransport, MissingRepli
 __version__ = "0.1.0.dev0"
 
 __all__ = [
-    "DEFAULT_VARIANT",
-    "ENGINES",
-    "VARIANTS",
     "BatchedHyFDCA",
     "CertificateError",
     "CheckpointError",
+    "DEFAULT_VARIANT",
+    "ENGINES",
+    "FaultyTransport",
     "FixedPointRangeError",
     "HyFDCAClassifier",
     "HyFDCARegressor",
     "HyFDCARun",
     "HyFDCASettings",
-    "FaultyTransport",
     "InProcessTransport",
     "MissingReplies",
     "Traffic",
     "Transport",
+    "VARIANTS",
     "decode_message",
     "encode_message",
+    "load_checkpoint",
     "run_hyfdca",
+    "save_checkpoint",
 ]
