@@ -38,7 +38,6 @@ from pathlib import Path  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import numpy as np  # noqa: E402
 
 from feddata import federated_problem  # noqa: E402
 from hyfdca import FaultyTransport, HyFDCARun, HyFDCASettings, save_checkpoint  # noqa: E402

@@ -33,7 +33,6 @@ import secrets
 from concurrent.futures import ProcessPoolExecutor
 
 import gmpy2
-import numpy as np
 
 from crypto._fixed_point import FixedPoint
 from crypto._interface import CiphertextError, KeyHolder, OpCounts

@@ -184,6 +184,21 @@ class HyFDCARun:
                 self._restore(saved)
                 avail = np.setdiff1d(avail, lost.clients)
 
+    def _exchange(self, phase, clients, build, receive):
+        """One round trip through the transport, holding it to its contract: one reply per
+        client (a second one from the same client is ignored: a duplicate applies once),
+        and MissingReplies when a client's reply did not arrive."""
+        replied = set()
+
+        def once(k, reply):
+            if k not in replied:
+                replied.add(k)
+                receive(k, reply)
+        self.transport.exchange(phase, clients, build, once)
+        missing = set(int(k) for k in clients) - replied
+        if missing:
+            raise MissingReplies(phase, missing)
+
     def _snapshot(self, clients):
         return copy.deepcopy((self.server.state(),
                               {k: self.clients[k].state() for k in clients}))
@@ -195,25 +210,25 @@ class HyFDCARun:
             self.clients[k].load_state(state)
 
     def _step(self, avail, before):
-        transport, server = self.transport, self.server
+        server = self.server
         plan = plan_round(self.settings, self.round, self.local_margins)
 
         if plan.dual_sync_phase:
             eligible = self._eligible(avail)
-            transport.exchange("dual sync + primal aggregation", avail,
+            self._exchange("dual sync + primal aggregation", avail,
                                lambda k: server.round_start(k, eligible[k], self.round),
                                server.receive_primal)
 
         server.start_inner_products(avail)
         if plan.inner_products:
-            transport.exchange("secure inner product", avail,
+            self._exchange("secure inner product", avail,
                                lambda k: server.weights_message(
                                    k, with_sync=not plan.dual_sync_phase),
                                server.receive_parts)
             server.sum_parts()
 
         server.start_dual_aggregation(avail)
-        transport.exchange("local dual method", avail,
+        self._exchange("local dual method", avail,
                            lambda k: server.margins_message(k, with_weights=self.local_margins),
                            server.receive_dual_update)
         # the simulation's time model: the slowest client's LocalDualMethod (measured by
@@ -223,7 +238,7 @@ class HyFDCARun:
 
         tag = f"round-{self.round}"
         updates = {}
-        transport.exchange("primal aggregation", avail,
+        self._exchange("primal aggregation", avail,
                            lambda k: server.delta_message(k, avail, tag, self.round,
                                                           plan.predraw),
                            updates.__setitem__)
@@ -235,7 +250,7 @@ class HyFDCARun:
         g = server.finish_round(updates, revealed, draws)
 
         if plan.second_inner_product:
-            transport.exchange("second secure inner product", avail,
+            self._exchange("second secure inner product", avail,
                                lambda k: msg.WeightsAndRequest(
                                    server.w[server.feature_ids[k]],
                                    np.arange(server.sample_ids[k].size)),
@@ -268,17 +283,17 @@ class HyFDCARun:
             transport.start_round()  # crashed clients restart; its exchanges retransmit
         saved = transport.take_traffic()
         v, parts, shares = {}, {}, {}
-        transport.exchange("certificate: dual sync + primal aggregation", everyone,
+        self._exchange("certificate: dual sync + primal aggregation", everyone,
                            lambda k: server.dual_sync(k, commit=False),
                            lambda k, reply: v.__setitem__(k, reply.v))
         w = server.aggregate_primal([v[k] for k in everyone])
-        transport.exchange("certificate: inner products", everyone,
+        self._exchange("certificate: inner products", everyone,
                            lambda k: msg.WeightsAndRequest(
                                w[server.feature_ids[k]], np.arange(server.sample_ids[k].size)),
                            lambda k, reply: parts.__setitem__(k, reply.parts))
         margins = server.full_margins(parts)
         tag = f"certificate-{self.round}"
-        transport.exchange("certificate: loss and conjugate sums", everyone,
+        self._exchange("certificate: loss and conjugate sums", everyone,
                            lambda k: server.eval_message(k, margins, everyone, tag),
                            lambda k, reply: shares.__setitem__(k, reply.shares))
         loss_sum, conj_sum = masked_total(shares.items(), everyone, self.frac_bits,

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from crypto import SecureSumError
+from crypto import SecureSumError, masked_total
 from feddata import partition as P
 from hyfdca import (CertificateError, FaultyTransport, HyFDCARun, HyFDCASettings,
                     InProcessTransport, MissingReplies, run_hyfdca)
@@ -41,20 +41,45 @@ def tampering(tamper):
 
 
 def test_a_lost_certificate_share_is_an_error_not_convergence(grid):
+    """A transport that silently loses a reply: the run names it (MissingReplies); the
+    secure sum itself would refuse the incomplete shares too (SecureSumError)."""
     lose = tampering(lambda phase, k, reply: None
                      if phase.startswith("certificate: loss") and k == 2 else reply)
     run = HyFDCARun(grid, settings(), crypto="mask", transport=lose)
-    with pytest.raises(SecureSumError, match=r"no share from client\(s\) \[2\]"):
+    with pytest.raises(MissingReplies, match=r"'certificate: loss and conjugate sums': no "
+                                             r"reply from client\(s\) \[2\]"):
         run.certificate()
+    with pytest.raises(SecureSumError, match=r"no share from client\(s\) \[2\]"):
+        masked_total([(0, np.zeros(2, np.uint64))], [0, 2])
 
 
 def test_a_lost_line_search_share_is_an_error(grid):
     lose = tampering(lambda phase, k, reply: None
                      if phase == "primal aggregation" and k == 1 else reply)
     run = HyFDCARun(grid, settings(), crypto="mask", transport=lose)
-    with pytest.raises(SecureSumError, match=r"line-search sums, round-0: no share from "
+    with pytest.raises(MissingReplies, match=r"'primal aggregation': no reply from "
                                              r"client\(s\) \[1\]"):
         run.step()
+
+
+class ReplyingTwice(InProcessTransport):
+    """Hands every reply to the run twice."""
+
+    def exchange(self, phase, clients, build, receive):
+        def both(k, reply):
+            receive(k, reply)
+            receive(k, reply)
+        super().exchange(phase, clients, build, both)
+
+
+def test_a_reply_received_twice_applies_once(grid):
+    half = settings(participation="fraction", fraction=0.5)
+    a = HyFDCARun(grid, half, crypto="mask")
+    b = HyFDCARun(grid, half, crypto="mask", transport=ReplyingTwice)
+    for _ in range(4):
+        a.step()
+        b.step()
+    np.testing.assert_array_equal(a.certificate()[2], b.certificate()[2])
 
 
 def test_a_forged_share_that_makes_the_gap_negative_is_an_error(grid):

@@ -5,7 +5,6 @@ import json
 
 import numpy as np
 import pytest
-import scipy.sparse as sp
 
 from feddata import partition as P
 from hyfdca._draws import draw_positions
