@@ -33,7 +33,7 @@ import time
 import numba
 import numpy as np
 
-from crypto import unmasked_total
+from crypto import FixedPoint, unmasked_total
 from feddata import Participation
 from hyfdca import _batched_kernels as kern
 from hyfdca._batched_layout import (Blocks, Draws, Duals, Params, RoundArrays, Scratch,
@@ -46,6 +46,8 @@ from hyfdca._round import (aggregation_weights, choose_step, correction_factors,
                            draws_all_samples, eligible_samples, is_full_step,
                            line_search_term_count, margins_are_local, plan_round,
                            sampling_streams, step_bits)
+from hyfdca._settings import check_classification_labels
+from solvers import CLASSIFICATION_LOSSES
 
 BACKENDS = ("numba", "cupy")
 
@@ -101,7 +103,11 @@ class BatchedHyFDCA:
                              "engine='protocol'")
         if not 0 < int(frac_bits) < 62:
             raise ValueError(f"need 0 < frac_bits < 62, got {frac_bits}")
-        check_encoding_range(dataset, s, int(frac_bits), dataset.n_clients, step_bits(s))
+        if s.loss in CLASSIFICATION_LOSSES:
+            check_classification_labels(dataset.labels, s.loss)
+        check_encoding_range(s, float(np.max(dataset.sq_row_norms, initial=0.0)),
+                             float(np.max(np.abs(dataset.labels), initial=0.0)),
+                             int(frac_bits), dataset.n_clients, step_bits(s))
         self.seed = int(seed)
         self.frac_bits = int(frac_bits)
         self.backend = backend
@@ -159,7 +165,7 @@ class BatchedHyFDCA:
             partial[r0:r1] = np.asarray(b.X.multiply(b.X).sum(axis=1)).ravel()
         counts = dataset.holder_counts
         self.holder_counts = counts
-        q = dataset.sq_row_norms[hold_sample]
+        q = setup_row_norms(partial, hold_sample, counts, self.frac_bits)
         self.blocks = Blocks(
             data=data, indices=indices, gcol=gcol, indptr=indptr, row_off=row_off,
             feat_off=feat_off, hold_feat=hold_feat, hold_sample=hold_sample,
@@ -406,6 +412,16 @@ class BatchedHyFDCA:
         return checked_certificate(reg + loss_sum, -reg + conj_sum, w, lam=s.lam,
                                    frac_bits=self.frac_bits, n_clients=self.n_clients,
                                    max_sq_norm=self.max_sq_norm, round_=self.round)
+
+
+def setup_row_norms(partial, hold_sample, counts, frac_bits):
+    """q_i per holding as the message engine's set-up exchange computes it: the holder's
+    own ||x_i^k||^2 for a sample it holds alone; for a shared sample the fixed-point sum
+    of the holders' encoded parts, decoded (``Client.setup_norms``)."""
+    codec = FixedPoint(frac_bits)
+    total = np.zeros(counts.size, dtype=np.int64)
+    np.add.at(total, hold_sample, codec.encode(partial))
+    return np.where(counts[hold_sample] > 1, codec.decode(total)[hold_sample], partial)
 
 
 def _offsets(sizes):

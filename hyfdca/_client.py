@@ -8,9 +8,11 @@ from feddata import local_work
 from hyfdca import _messages as msg
 from hyfdca._draws import draw_positions
 from hyfdca._primal_change import rows_change
+from hyfdca._encoding_range import check_encoding_range
 from hyfdca._round import (aggregation_weights, correction_factors, line_search_shares,
-                           local_dual_method)
-from solvers import weighted_objective_sums
+                           local_dual_method, step_bits)
+from hyfdca._settings import check_classification_labels
+from solvers import CLASSIFICATION_LOSSES, weighted_objective_sums
 
 
 class Client:
@@ -20,11 +22,9 @@ class Client:
     Parameters
     ----------
     block : ClientBlock
-        X^k (local CSR), I_k, J_k and the labels of its samples.
-    sq_norms : array over I_k
-        Full squared row norms q_i (a secure sum at set-up).
-    holder_counts : array over I_k
-        |C_i| for its samples.
+        X^k (local CSR), I_k, J_k and the labels of its samples. |C_i| of its samples and
+        the full squared row norms q_i come with the set-up exchange
+        (:meth:`setup_request`, :meth:`setup_norms`).
     keys : crypto KeyHolder
         Encryption and decryption under the clients' shared key.
     masker : crypto SecureSum
@@ -38,10 +38,10 @@ class Client:
 
     # set at construction from its block, keys and settings; the rest is the run's state
     FIXED = frozenset(("id", "X", "y", "n_local", "keys", "masker", "settings", "stream",
-                       "q", "partial", "rho", "update_weight", "inv_holders", "H"))
+                       "q", "partial", "rho", "update_weight", "inv_holders", "H",
+                       "_counts", "_n_clients"))
 
-    def __init__(self, client_id, block, sq_norms, holder_counts, keys, masker, settings,
-                 stream):
+    def __init__(self, client_id, block, keys, masker, settings, stream):
         self.id = client_id
         self.X = block.X
         self.y = block.y
@@ -53,12 +53,10 @@ class Client:
         self.round = 0
         self.alpha = np.zeros(self.n_local)
         self.w = np.zeros(block.X.shape[1])
-        self.q = np.asarray(sq_norms, dtype=np.float64)
         self.partial = np.asarray(block.X.multiply(block.X).sum(axis=1)).ravel()
-        self.rho = correction_factors(settings.rho, self.q, self.partial)
-        self.update_weight = aggregation_weights(settings.holder_weights, holder_counts,
-                                                 self.q, self.partial)
-        self.inv_holders = 1.0 / np.asarray(holder_counts, dtype=np.float64)
+        # set up by the set-up exchange (``setup_request``, ``setup_norms``)
+        self.q = self.rho = self.update_weight = self.inv_holders = None
+        self._counts, self._n_clients = None, None
         self.H = settings.inner_steps(self.n_local)
         self.drawn = np.zeros(0, dtype=np.int64)
         # seconds of its last LocalDualMethod: a measurement for the simulation's time
@@ -82,7 +80,9 @@ class Client:
 
     def handle(self, message):
         """The reply to one message of the server (the transport's entry point)."""
-        handler = {msg.RoundStart: self.start_round,
+        handler = {msg.SetupRequest: self.setup_request,
+                   msg.SharedNorms: self.setup_norms,
+                   msg.RoundStart: self.start_round,
                    msg.WeightsAndRequest: self.inner_product_parts,
                    msg.Margins: self.local_update,
                    msg.TentativeStep: self.primal_update,
@@ -143,6 +143,44 @@ class Client:
         rides with the reply)."""
         refresh, self._refresh = self._refresh, None
         return refresh
+
+    # --- set-up -------------------------------------------------------------------------
+
+    def setup_request(self, message):
+        """Check its labels, then send Enc(||x_i^k||^2) for its samples that others hold
+        too (q_i of a sample it holds alone is its own ||x_i^k||^2)."""
+        if self.settings.loss in CLASSIFICATION_LOSSES:
+            check_classification_labels(self.y, self.settings.loss)
+        self._counts = np.asarray(message.holder_counts, dtype=np.int64)
+        self._n_clients = int(message.n_clients)
+        shared = np.flatnonzero(self._counts > 1)
+        try:
+            parts = self.keys.encrypt(self.partial[shared])
+        except OverflowError:  # q_i >= ||x_i^k||^2: the range check names the problem
+            self._check_range(float(np.max(self.partial[shared])))
+            raise
+        return msg.SharedNormParts(shared, parts)
+
+    def setup_norms(self, message):
+        """q_i from the decrypted sums; rho, the update weights; the largest q_i and |y_i|
+        for the server's range check (docs/reliability.md section 2)."""
+        q = self.partial.copy()
+        q[message.positions] = self.keys.decrypt(message.totals)
+        self.q = q
+        self.rho = correction_factors(self.settings.rho, q, self.partial)
+        self.update_weight = aggregation_weights(self.settings.holder_weights, self._counts,
+                                                 q, self.partial)
+        self.inv_holders = 1.0 / self._counts.astype(np.float64)
+        return msg.SetupDone(float(np.max(q, initial=0.0)),
+                             float(np.max(np.abs(self.y), initial=0.0)))
+
+    def _check_range(self, max_sq_norm):
+        check_encoding_range(self.settings, max_sq_norm,
+                             float(np.max(np.abs(self.y), initial=0.0)),
+                             self.keys.codec.frac_bits, self._n_clients,
+                             step_bits(self.settings))
+
+    # --- rounds ---------------------------------------------------------------------------
 
     def start_round(self, message):
         """Sync duals, draw this round's samples among the eligible ones, send the change

@@ -18,6 +18,42 @@ from crypto import EncryptedVector, vector_from_arrays, vector_to_arrays
 
 
 @dataclass(frozen=True)
+class SetupRequest:
+    """Server -> client (set-up): |C_i| of its samples (public set-up information) and
+    the number of clients K."""
+
+    holder_counts: np.ndarray
+    n_clients: int
+
+
+@dataclass(frozen=True)
+class SharedNormParts:
+    """Client -> server (set-up): Enc(||x_i^k||^2) for its samples held by others too."""
+
+    positions: np.ndarray
+    parts: EncryptedVector
+
+
+@dataclass(frozen=True)
+class SharedNorms:
+    """Server -> client (set-up): Enc(q_i) = the sum of the holders' parts, for the
+    client's shared samples."""
+
+    positions: np.ndarray
+    totals: EncryptedVector
+
+
+@dataclass(frozen=True)
+class SetupDone:
+    """Client -> server (set-up): the largest q_i and |y_i| of its samples, for the
+    fixed-point range check and the certificate's rounding allowance (the client has
+    checked its labels)."""
+
+    max_sq_norm: float
+    max_abs_label: float
+
+
+@dataclass(frozen=True)
 class DualSync:
     """Server -> client: Enc(alpha_i) for the client's samples that changed (positions),
     and the step g of the last round the client took part in (it settles the client's
@@ -170,7 +206,7 @@ def message_nbytes(message, evaluator):
 # --- bytes on the wire ------------------------------------------------------------------
 
 MESSAGE_TYPES = {cls.__name__: cls for cls in (
-    DualSync, DualRefresh, RoundStart, PrimalContribution, EvalContribution,
+    SetupRequest, SharedNormParts, SharedNorms, SetupDone, DualSync, DualRefresh, RoundStart, PrimalContribution, EvalContribution,
     WeightsAndRequest, InnerProductParts, Margins, DualUpdate, TentativeStep, PrimalUpdate,
     EvalRequest, EvalShares)}
 _MAGIC = b"HYFDCA-MSG1"

@@ -77,8 +77,6 @@ class HyFDCARun:
                  frac_bits=32, seed=0, record=False, transport=None, dealt=None):
         self.dataset = dataset
         self.settings = settings.bind(dataset)
-        check_encoding_range(dataset, self.settings, frac_bits, dataset.n_clients,
-                             step_bits(self.settings))
         self.seed = int(seed)
         # key dealing at set-up: the clients get keys and masker, the server the evaluator
         keys, evaluator, masker = dealt or deal_keys(crypto, frac_bits=frac_bits,
@@ -86,21 +84,43 @@ class HyFDCARun:
         self.counts = evaluator.counts
         self.frac_bits = frac_bits
         self.server = Server(dataset, evaluator, self.settings, frac_bits)
-        counts, q = dataset.holder_counts, dataset.sq_row_norms
-        self.max_sq_norm = float(np.max(q, initial=0.0))
         streams = sampling_streams(dataset, self.settings.sampling, self.seed)
-        self.clients = [Client(k, b, q[b.sample_ids], counts[b.sample_ids], keys, masker,
-                               self.settings, streams[k])
+        self.clients = [Client(k, b, keys, masker, self.settings, streams[k])
                         for k, b in enumerate(dataset.blocks)]
         self.transport = (transport or InProcessTransport)(self.clients, evaluator, record)
         if getattr(self.transport, "may_lose", False) and self.settings.participation == "full":
             raise ValueError("a transport that can lose messages makes clients absent: run "
                              "with participation='fraction' (fraction=1.0 is allowed) or "
                              "'cyclic', whose protocol handles absent clients")
-        self.local_margins = margins_are_local(counts)
+        self.local_margins = margins_are_local(dataset.holder_counts)
         self.participation = Participation(self.settings.participation, self.settings.fraction,
                                            len(self.clients), self.seed)
         self.round = 0
+        self.max_sq_norm = self._setup()
+
+    def _setup(self):
+        """The set-up exchange: each client checks its labels; each holder of a shared
+        sample sends Enc(||x_i^k||^2), the server adds them and returns Enc(q_i) to the
+        holders, who decrypt it (the server learns no q_i). The clients report their
+        largest q_i and |y_i|, and the server checks the fixed-point range of the run
+        (docs/reliability.md section 2). Returns max q_i (for the certificate's rounding
+        allowance); the exchange's traffic is kept in ``setup_traffic``."""
+        server, everyone = self.server, np.arange(len(self.clients))
+        saved = self.transport.take_traffic()
+        server.start_setup()
+        self._exchange("set-up: shared row norms", everyone, server.setup_message,
+                       server.receive_norm_parts)
+        done = {}
+        self._exchange("set-up: row norms", everyone, server.norms_message,
+                       done.__setitem__)
+        server.finish_setup()
+        self.setup_traffic = self.transport.take_traffic()
+        self.transport.traffic = saved
+        max_q = max((d.max_sq_norm for d in done.values()), default=0.0)
+        check_encoding_range(self.settings, max_q,
+                             max((d.max_abs_label for d in done.values()), default=0.0),
+                             self.frac_bits, len(self.clients), step_bits(self.settings))
+        return max_q
 
     # --- checkpoints ----------------------------------------------------------------------
 

@@ -38,6 +38,29 @@ class Server:
         self.synced_at = np.zeros(len(self.sample_ids), dtype=np.int64)
         self.drawn = [np.zeros(0, dtype=np.int64) for _ in self.sample_ids]
 
+    # --- set-up ---------------------------------------------------------------------------
+
+    def setup_message(self, k):
+        return msg.SetupRequest(self.holder_counts[self.sample_ids[k]], len(self.sample_ids))
+
+    def start_setup(self):
+        self._norm_total = self.evaluator.zeros(self.n_samples, self.frac_bits)
+        self._norm_positions = {}
+
+    def receive_norm_parts(self, k, reply):
+        """Add client k's Enc(||x_i^k||^2) of its shared samples into Enc(q)."""
+        self.evaluator.add_at(self._norm_total, self.sample_ids[k][reply.positions],
+                              reply.parts)
+        self._norm_positions[k] = reply.positions
+
+    def norms_message(self, k):
+        positions = self._norm_positions[k]
+        return msg.SharedNorms(positions, self.evaluator.take(
+            self._norm_total, self.sample_ids[k][positions]))
+
+    def finish_setup(self):
+        del self._norm_total, self._norm_positions
+
     def state(self):
         """The server's state between rounds (ciphertexts stay ciphertexts; no key)."""
         return {name: value for name, value in vars(self).items() if name not in self.FIXED}

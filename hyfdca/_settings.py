@@ -5,7 +5,7 @@ from dataclasses import dataclass, fields, replace
 import numpy as np
 
 from feddata import PARTICIPATION_KINDS as PARTICIPATION
-from solvers import CLASSIFICATION_LOSSES, LOSS_CODES, loss_code
+from solvers import LOSS_CODES, loss_code
 
 # auto-partial's iic at lam >= AUTO_PARTIAL_LAM; below, iic = AUTO_PARTIAL_IIC lam /
 # AUTO_PARTIAL_LAM (_preset_values): stale margins drift by about H (x_i . x_j) / (lam N)
@@ -181,8 +181,6 @@ class HyFDCASettings:
         has a single holder: absent clients then hold no stale state, w = w(alpha) after
         every round, and the line search is exact.
         """
-        if self.loss in CLASSIFICATION_LOSSES:
-            _check_classification_labels(dataset.labels, self.loss)
         if self._is_untouched_partial_preset() and int(np.max(dataset.holder_counts)) == 1:
             overrides = {name: getattr(self, name) for name in self.overridden}
             return self._preset("auto", "auto-full", overrides).bind(dataset)
@@ -236,8 +234,9 @@ class HyFDCASettings:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
-def _check_classification_labels(y, loss):
-    """A classification loss reads labels as -1 and +1 (the estimators encode theirs)."""
+def check_classification_labels(y, loss):
+    """A classification loss reads labels as -1 and +1 (the estimators encode theirs).
+    Each client checks its own labels at set-up; the batched engine checks them all."""
     bad = np.flatnonzero((y != 1.0) & (y != -1.0))
     if bad.size:
         found = np.unique(y)

@@ -99,6 +99,12 @@ class InProcessTransport(Transport):
 FAULTS = ("drop", "delay", "duplicate", "crash")
 
 
+def _needs_everyone(phase):
+    """The set-up and the certificate need every client and change no round's state:
+    their messages are retransmitted, and a crash there is a lost message."""
+    return phase.startswith(("set-up", "certificate"))
+
+
 class MissingReplies(RuntimeError):
     """Clients whose reply did not arrive in a phase (after any retransmissions)."""
 
@@ -143,7 +149,7 @@ class FaultyTransport(InProcessTransport):
     A message lost or late is sent again up to ``retries`` times; a client whose reply
     still does not arrive is reported by :class:`MissingReplies`, and the run treats it as
     absent for the round (``HyFDCARun.step`` rolls the round back and runs it without that
-    client). The certificate needs every client: its phases retry up to
+    client). The set-up and the certificate need every client: their phases retry up to
     ``certificate_retries`` times. ``phases``: the phase names faults apply to (default
     all).
     """
@@ -192,7 +198,7 @@ class FaultyTransport(InProcessTransport):
 
     def exchange(self, phase, clients, build, receive):
         self._open(phase)
-        budget = self.certificate_retries if phase.startswith("certificate") else self.retries
+        budget = self.certificate_retries if _needs_everyone(phase) else self.retries
         missing = []
         for k in clients:
             if self._late.pop(k, None) is not None:
@@ -217,8 +223,8 @@ class FaultyTransport(InProcessTransport):
 
     def _round_trip(self, phase, k, message, message_id):
         """The reply to one sending of ``message``, or None if it is lost or late."""
-        certificate = phase.startswith("certificate")  # a crash there: the client restarts
-        if not certificate and k not in self.crashed and self._faulty("crash", phase, k):
+        if (not _needs_everyone(phase) and k not in self.crashed
+                and self._faulty("crash", phase, k)):
             self.crashed.add(k)
             self.faults.crashed += 1
         if k in self.crashed:

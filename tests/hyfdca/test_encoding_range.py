@@ -42,10 +42,11 @@ def test_the_estimator_refuses_them_too_where_the_centralized_solver_learns(huge
 
 def test_the_error_names_a_frac_bits_that_works_and_it_does(cancer):
     X, y = cancer
-    fed = P.hybrid_grid(X[:240] * 3e3, y[:240], 2, 2)  # norms ~1.6e4
+    fed = P.hybrid_grid(X[:240] * 300, y[:240], 2, 2)  # norms up to ~6e3
     with pytest.raises(FixedPointRangeError, match=r"frac_bits between (\d+) and (\d+)") as err:
-        BatchedHyFDCA(fed, settings(), frac_bits=20)
+        HyFDCARun(fed, settings(), frac_bits=20)
     low = int(err.value.args[0].split("frac_bits between ")[1].split(" ")[0])
+    HyFDCARun(fed, settings(), frac_bits=low)  # the set-up exchange passes
     run = BatchedHyFDCA(fed, settings(), frac_bits=low)
     for _ in range(3):
         run.step()

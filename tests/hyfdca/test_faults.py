@@ -206,6 +206,7 @@ def test_a_lossy_transport_needs_partial_participation(grid):
 
 def test_a_certificate_that_cannot_reach_everyone_is_named(grid):
     run = HyFDCARun(grid, partial(), crypto="mask",
-                    transport=faulty(drop=1.0, certificate_retries=3))
+                    transport=faulty(drop=1.0, certificate_retries=3,
+                                     phases={"certificate: dual sync + primal aggregation"}))
     with pytest.raises(MissingReplies, match="certificate: dual sync.*no reply from client"):
         run.certificate()

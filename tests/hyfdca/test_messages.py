@@ -26,6 +26,10 @@ def _examples(keys):
     refresh = msg.DualRefresh(pos[:2], keys.encrypt(rng.normal(size=2)))
     w = rng.normal(size=6)
     return [
+        msg.SetupRequest(np.array([1, 2, 3, 1]), 9),
+        msg.SharedNormParts(pos, enc),
+        msg.SharedNorms(pos, enc),
+        msg.SetupDone(12.5, 1.0),
         sync,
         refresh,
         msg.RoundStart(7, sync, rng.random(10) < 0.5),
