@@ -15,7 +15,7 @@ docs/architecture.md.
 """
 
 from feddata import datasets, partition
-from feddata.federated import ClientBlock, FederatedDataset, make_block
+from feddata.federated import ClientBlock, FederatedDataset, Layout, make_block
 from feddata.history import History, local_work
 from feddata.participation import KINDS as PARTICIPATION_KINDS
 from feddata.participation import Participation
@@ -25,6 +25,7 @@ __all__ = [
     "PARTICIPATION_KINDS",
     "ClientBlock",
     "FederatedDataset",
+    "Layout",
     "History",
     "local_work",
     "Participation",

@@ -32,6 +32,38 @@ class ClientBlock:
         return self.X.shape
 
 
+@dataclass(frozen=True)
+class Layout:
+    """The public set-up information of a federated problem: who holds which samples and
+    features (I_k, J_k), N, d and |C_i|. What a server may know; no data, no labels."""
+
+    n_samples: int
+    n_features: int
+    sample_ids: tuple
+    feature_ids: tuple
+    holder_counts: np.ndarray
+
+    @classmethod
+    def from_ids(cls, sample_ids, feature_ids):
+        """The layout of clients holding ``sample_ids[k]`` x ``feature_ids[k]`` (global
+        ids, 0-based; N and d are one more than the largest id)."""
+        sample_ids = tuple(np.asarray(i, dtype=np.int64) for i in sample_ids)
+        feature_ids = tuple(np.asarray(j, dtype=np.int64) for j in feature_ids)
+        n = 1 + max((int(i.max()) for i in sample_ids if i.size), default=-1)
+        d = 1 + max((int(j.max()) for j in feature_ids if j.size), default=-1)
+        counts = np.zeros(n, dtype=np.int64)
+        for i in sample_ids:
+            counts[i] += 1
+        if n and counts.min() == 0:
+            raise ValueError(f"samples {_listing(np.flatnonzero(counts == 0))} are held by no "
+                             f"client")
+        return cls(n, d, sample_ids, feature_ids, counts)
+
+    @property
+    def n_clients(self):
+        return len(self.sample_ids)
+
+
 def _ids(values):
     return np.asarray(values, dtype=np.int64).ravel()
 
@@ -165,6 +197,12 @@ class FederatedDataset:
             partial = np.asarray(block.X.multiply(block.X).sum(axis=1)).ravel()
             np.add.at(q, block.sample_ids, partial)
         return q
+
+    def layout(self):
+        """The public :class:`Layout` of these blocks."""
+        return Layout(self.n_samples, self.n_features,
+                      tuple(b.sample_ids for b in self.blocks),
+                      tuple(b.feature_ids for b in self.blocks), self.holder_counts)
 
     def reassemble(self):
         """(X, y) pooled again: X = sum_k X^k as canonical CSR (int32 indices)."""

@@ -185,7 +185,7 @@ class BatchedHyFDCA:
         # per-chunk scratch, one row per Numba thread, sized by the largest client
         T = numba.config.NUMBA_NUM_THREADS
         max_rows, max_cols = int(n_rows.max()), int(n_cols.max())
-        streams = sampling_streams(dataset, s.sampling, self.seed)
+        streams = sampling_streams([b.sample_ids for b in dataset.blocks], s.sampling, self.seed)
         H = np.array([s.inner_steps(int(n)) for n in n_rows], dtype=np.int64)
         draw_off = _offsets(H)
         self.draws = Draws(

@@ -49,7 +49,8 @@ CRYPTO_FIELDS = ("encrypt", "decrypt", "add", "multiply")
 
 
 class HyFDCARun:
-    """Clients, server and transport of one run, built from a FederatedDataset.
+    """Clients, server and transport of one run, built from a FederatedDataset (or, with
+    :meth:`remote`, the server's side only, for clients in other processes).
 
     Parameters
     ----------
@@ -75,26 +76,48 @@ class HyFDCARun:
 
     def __init__(self, dataset, settings, *, crypto="plain", crypto_options=None,
                  frac_bits=32, seed=0, record=False, transport=None, dealt=None):
-        self.dataset = dataset
-        self.settings = settings.bind(dataset)
-        self.seed = int(seed)
         # key dealing at set-up: the clients get keys and masker, the server the evaluator
         keys, evaluator, masker = dealt or deal_keys(crypto, frac_bits=frac_bits,
                                                      **(crypto_options or {}))
+        layout = dataset.layout()
+        bound = settings.bind(layout)
+        streams = sampling_streams(layout.sample_ids, bound.sampling, int(seed))
+        self.clients = [Client(k, b, keys, masker, bound, streams[k])
+                        for k, b in enumerate(dataset.blocks)]
+        self._start(layout, bound, evaluator,
+                    (transport or InProcessTransport)(self.clients, evaluator, record),
+                    frac_bits, seed)
+
+    @classmethod
+    def remote(cls, layout, settings, evaluator, transport, *, frac_bits=32, seed=0):
+        """The server's side of a run whose clients live elsewhere (``hyfdca.flower``):
+        the public ``layout``, the server's ``evaluator`` (public keys only) and a
+        ``Transport`` to the clients, which must already hold their blocks, keys, the
+        bound settings and their draw streams (``client_streams``). ``clients`` is None:
+        the round loop, the set-up exchange and the certificate are the same code."""
+        run = cls.__new__(cls)
+        run.clients = None
+        run._start(layout, settings.bind(layout), evaluator, transport, frac_bits, seed)
+        return run
+
+    @staticmethod
+    def client_streams(layout, settings, seed):
+        """The draw stream of each client (``hyfdca._round.sampling_streams``)."""
+        return sampling_streams(layout.sample_ids, settings.sampling, int(seed))
+
+    def _start(self, layout, settings, evaluator, transport, frac_bits, seed):
+        self.layout, self.settings, self.seed = layout, settings, int(seed)
         self.counts = evaluator.counts
         self.frac_bits = frac_bits
-        self.server = Server(dataset, evaluator, self.settings, frac_bits)
-        streams = sampling_streams(dataset, self.settings.sampling, self.seed)
-        self.clients = [Client(k, b, keys, masker, self.settings, streams[k])
-                        for k, b in enumerate(dataset.blocks)]
-        self.transport = (transport or InProcessTransport)(self.clients, evaluator, record)
-        if getattr(self.transport, "may_lose", False) and self.settings.participation == "full":
+        self.server = Server(layout, evaluator, settings, frac_bits)
+        self.transport = transport
+        if getattr(transport, "may_lose", False) and settings.participation == "full":
             raise ValueError("a transport that can lose messages makes clients absent: run "
                              "with participation='fraction' (fraction=1.0 is allowed) or "
                              "'cyclic', whose protocol handles absent clients")
-        self.local_margins = margins_are_local(dataset.holder_counts)
-        self.participation = Participation(self.settings.participation, self.settings.fraction,
-                                           len(self.clients), self.seed)
+        self.local_margins = margins_are_local(layout.holder_counts)
+        self.participation = Participation(settings.participation, settings.fraction,
+                                           layout.n_clients, self.seed)
         self.round = 0
         self.max_sq_norm = self._setup()
 
@@ -105,7 +128,7 @@ class HyFDCARun:
         largest q_i and |y_i|, and the server checks the fixed-point range of the run
         (docs/reliability.md section 2). Returns max q_i (for the certificate's rounding
         allowance); the exchange's traffic is kept in ``setup_traffic``."""
-        server, everyone = self.server, np.arange(len(self.clients))
+        server, everyone = self.server, np.arange(self.layout.n_clients)
         saved = self.transport.take_traffic()
         server.start_setup()
         self._exchange("set-up: shared row norms", everyone, server.setup_message,
@@ -119,7 +142,7 @@ class HyFDCARun:
         max_q = max((d.max_sq_norm for d in done.values()), default=0.0)
         check_encoding_range(self.settings, max_q,
                              max((d.max_abs_label for d in done.values()), default=0.0),
-                             self.frac_bits, len(self.clients), step_bits(self.settings))
+                             self.frac_bits, self.layout.n_clients, step_bits(self.settings))
         return max_q
 
     # --- checkpoints ----------------------------------------------------------------------
@@ -167,14 +190,14 @@ class HyFDCARun:
 
     def _eligible(self, available):
         """Per available client, which of its samples may be drawn (``_round``)."""
-        blocks, aggregation = self.dataset.blocks, self.settings.aggregation
+        layout, aggregation = self.layout, self.settings.aggregation
         if draws_all_samples(aggregation):
-            return {k: np.ones(blocks[k].sample_ids.size, dtype=bool) for k in available}
-        present = np.zeros(self.dataset.n_samples, dtype=np.int64)
+            return {k: np.ones(layout.sample_ids[k].size, dtype=bool) for k in available}
+        present = np.zeros(layout.n_samples, dtype=np.int64)
         for k in available:
-            present[blocks[k].sample_ids] += 1
-        eligible = eligible_samples(aggregation, present, self.dataset.holder_counts)
-        return {k: eligible[blocks[k].sample_ids] for k in available}
+            present[layout.sample_ids[k]] += 1
+        eligible = eligible_samples(aggregation, present, layout.holder_counts)
+        return {k: eligible[layout.sample_ids[k]] for k in available}
 
     # --- one round ----------------------------------------------------------------------
 
@@ -219,6 +242,15 @@ class HyFDCARun:
         if missing:
             raise MissingReplies(phase, missing)
 
+    def _measured_compute(self, avail):
+        """The simulation's time model: the slowest present client's LocalDualMethod,
+        measured by the clients in this process (never part of a message; 0 when the
+        clients are remote)."""
+        if self.clients is None:
+            return 0.0, 0
+        return (max((self.clients[k].compute_seconds for k in avail), default=0.0),
+                max((self.clients[k].compute_ops for k in avail), default=0))
+
     def _snapshot(self, clients):
         return copy.deepcopy((self.server.state(),
                               {k: self.clients[k].state() for k in clients}))
@@ -251,10 +283,7 @@ class HyFDCARun:
         self._exchange("local dual method", avail,
                            lambda k: server.margins_message(k, with_weights=self.local_margins),
                            server.receive_dual_update)
-        # the simulation's time model: the slowest client's LocalDualMethod (measured by
-        # the clients, not part of any message)
-        compute = max((self.clients[k].compute_seconds for k in avail), default=0.0)
-        compute_ops = max((self.clients[k].compute_ops for k in avail), default=0)
+        compute, compute_ops = self._measured_compute(avail)
 
         tag = f"round-{self.round}"
         updates = {}
@@ -298,7 +327,7 @@ class HyFDCARun:
         The server's training state is left as it was.
         """
         transport, server = self.transport, self.server
-        everyone = np.arange(len(self.clients))
+        everyone = np.arange(self.layout.n_clients)
         if getattr(transport, "may_lose", False):
             transport.start_round()  # crashed clients restart; its exchanges retransmit
         saved = transport.take_traffic()
@@ -322,5 +351,5 @@ class HyFDCARun:
         transport.traffic = saved
         reg = 0.5 * self.settings.lam * float(w @ w)
         return checked_certificate(reg + loss_sum, -reg + conj_sum, w, lam=self.settings.lam,
-                                   frac_bits=self.frac_bits, n_clients=len(self.clients),
+                                   frac_bits=self.frac_bits, n_clients=self.layout.n_clients,
                                    max_sq_norm=self.max_sq_norm, round_=self.round)

@@ -70,14 +70,15 @@ def plan_round(settings, round_, local_margins):
 
 # --- which samples move ---------------------------------------------------------------
 
-def sampling_streams(dataset, sampling, seed):
-    """Seed tuple of each client's index draws: holders of the same sample set share one
-    under ``sampling="shared"`` (they draw the same samples); otherwise each has its own."""
+def sampling_streams(sample_ids, sampling, seed):
+    """Seed tuple of each client's index draws (``sample_ids[k]``: I_k): holders of the
+    same sample set share one under ``sampling="shared"`` (they draw the same samples);
+    otherwise each has its own."""
     if sampling == "independent":
-        return [(seed, 2, k) for k in range(dataset.n_clients)]
+        return [(seed, 2, k) for k in range(len(sample_ids))]
     groups = {}
-    return [(seed, 1, groups.setdefault(b.sample_ids.tobytes(), len(groups)))
-            for b in dataset.blocks]
+    return [(seed, 1, groups.setdefault(np.asarray(ids).tobytes(), len(groups)))
+            for ids in sample_ids]
 
 
 def draws_all_samples(aggregation):

@@ -19,13 +19,13 @@ class Server:
                        "feature_ids", "holder_counts", "frac_bits", "step_bits",
                        "alpha_scale"))
 
-    def __init__(self, dataset, evaluator, settings, frac_bits):
+    def __init__(self, layout, evaluator, settings, frac_bits):
         self.settings = settings
         self.evaluator = evaluator
-        self.n_samples, self.n_features = dataset.n_samples, dataset.n_features
-        self.sample_ids = [b.sample_ids for b in dataset.blocks]
-        self.feature_ids = [b.feature_ids for b in dataset.blocks]
-        self.holder_counts = dataset.holder_counts
+        self.n_samples, self.n_features = layout.n_samples, layout.n_features
+        self.sample_ids = list(layout.sample_ids)
+        self.feature_ids = list(layout.feature_ids)
+        self.holder_counts = layout.holder_counts
         self.frac_bits = frac_bits
         self.step_bits = step_bits(settings)
         self.alpha_scale = frac_bits + self.step_bits

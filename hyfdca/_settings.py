@@ -174,21 +174,23 @@ class HyFDCASettings:
         if problems:
             raise ValueError("invalid HyFDCA settings: " + "; ".join(problems))
 
-    def bind(self, dataset):
-        """Settings with the data-dependent values (N, sigma for 'safe') filled in.
+    def bind(self, data):
+        """Settings with the data-dependent values (N, sigma for 'safe') filled in, from
+        a FederatedDataset or its public Layout (they read only the layout).
 
         Variant "auto" under partial participation becomes "auto-full" when every sample
         has a single holder: absent clients then hold no stale state, w = w(alpha) after
         every round, and the line search is exact.
         """
-        if self._is_untouched_partial_preset() and int(np.max(dataset.holder_counts)) == 1:
+        layout = data.layout() if hasattr(data, "layout") else data
+        if self._is_untouched_partial_preset() and int(np.max(layout.holder_counts)) == 1:
             overrides = {name: getattr(self, name) for name in self.overridden}
-            return self._preset("auto", "auto-full", overrides).bind(dataset)
+            return self._preset("auto", "auto-full", overrides).bind(layout)
         sigma = self.sigma
         if sigma == "safe":
-            counts = dataset.holder_counts
-            sigma = sum(float(np.max(1.0 / counts[b.sample_ids])) for b in dataset.blocks)
-        return replace(self, n_samples=dataset.n_samples, sigma_value=float(sigma))
+            counts = layout.holder_counts
+            sigma = sum(float(np.max(1.0 / counts[ids])) for ids in layout.sample_ids)
+        return replace(self, n_samples=layout.n_samples, sigma_value=float(sigma))
 
     def _is_untouched_partial_preset(self):
         """True for from_variant("auto") under partial participation (preset untouched)."""
