@@ -78,6 +78,22 @@ class Client:
     def load_state(self, state):
         vars(self).update(state)
 
+    # what a process that holds the block, keys and settings must keep between messages
+    _PROVIDED = frozenset(("X", "y", "keys", "masker", "settings"))
+
+    def session(self):
+        """Everything but the block, keys and settings (a party in another process keeps
+        this between messages: ``hyfdca.flower``)."""
+        return {k: v for k, v in vars(self).items() if k not in self._PROVIDED}
+
+    @classmethod
+    def resume(cls, block, keys, masker, settings, session):
+        """The client whose :meth:`session` was ``session``."""
+        client = cls.__new__(cls)
+        vars(client).update(session, X=block.X, y=block.y, keys=keys, masker=masker,
+                            settings=settings)
+        return client
+
     def handle(self, message):
         """The reply to one message of the server (the transport's entry point)."""
         handler = {msg.SetupRequest: self.setup_request,

@@ -95,6 +95,21 @@ def run_hyfdca(dataset, settings, *, max_rounds=100, tol=None, rel_tol=None, eva
                                              history=history.state()),
                             run.model, run.checkpoint_files())
 
+    train(run, history, max_rounds=max_rounds, tol=tol, rel_tol=rel_tol,
+          eval_every=eval_every, validation=validation, progress=progress,
+          callback=callback, stop=stop, save=save, save_every=every, resumed=resume)
+    return run, history
+
+
+def train(run, history, *, max_rounds, tol=None, rel_tol=None, eval_every=1,
+          validation=None, progress=False, callback=None, stop=None, save=None,
+          save_every=None, resumed=False):
+    """The loop of :func:`run_hyfdca` on an engine ``run`` already built (also the server
+    side of a deployment, ``HyFDCARun.remote``): certify round 0 (unless ``resumed``),
+    run rounds up to ``max_rounds``, certify every ``eval_every`` rounds and at the end,
+    stop on the certified gap, divergence or ``stop()``; ``save()`` every ``save_every``
+    rounds and at the end. ``run.model`` is the certificate with the smallest primal."""
+
     def evaluate():
         primal, dual, w = _guarded(run, run.certificate)
         first = not history.evaluations
@@ -104,12 +119,16 @@ def run_hyfdca(dataset, settings, *, max_rounds=100, tol=None, rel_tol=None, eva
             run.model = w
         return _certified_gap(history, primal, dual)
 
-    if resume:
+    def saving():
+        if save is not None:
+            save()
+
+    if resumed:
         last = history.last_evaluation
         gap, primal = _certified_gap(history, last["primal"], last["dual"])
     else:
         gap, primal = evaluate()
-        save()
+        saving()
     rounds = range(run.round, max_rounds)
     if progress:
         from tqdm import tqdm
@@ -128,13 +147,13 @@ def run_hyfdca(dataset, settings, *, max_rounds=100, tol=None, rel_tol=None, eva
             if progress:
                 rounds.set_postfix(gap=f"{gap:.2e}")
             stopping |= converged(gap, primal, tol, rel_tol) or not np.isfinite(gap)
-        if run.round % every == 0 or stopping:
-            save()
+        if save_every and (run.round % save_every == 0 or stopping):
+            saving()
         if callback is not None:
             callback(run)
         if stopping:
             break
-    return run, history
+    return history
 
 
 def _certified_gap(history, primal, dual):

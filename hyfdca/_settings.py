@@ -235,6 +235,15 @@ class HyFDCASettings:
     def as_dict(self):
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
+    @classmethod
+    def from_dict(cls, values):
+        """The settings :meth:`as_dict` described (also after a JSON round trip)."""
+        values = dict(values)
+        values["overridden"] = tuple(values.get("overridden", ()))
+        settings = cls(**values)
+        settings.validate()
+        return settings
+
 
 def check_classification_labels(y, loss):
     """A classification loss reads labels as -1 and +1 (the estimators encode theirs).

@@ -1,0 +1,110 @@
+"""The ClientApp: a party answering HyFDCA's phases with the same ``Client`` code as in
+process. It loads its own block and keys from local files and keeps its state in the
+node's context between messages.
+
+Node configuration (``flower-supernode --node-config``), else the run configuration, else
+the ``defaults`` of :func:`make_client_app` (a simulation's):
+
+* ``client-id``: the party's index k (simulation: the node's ``partition-id``);
+* ``data-file``: its block, an .npz of ``hyfdca.flower.write_block`` (simulation:
+  ``data-dir``/client-<k>.npz from the run configuration);
+* ``keys-file``: the clients' key file of ``hyfdca keys`` (simulation: ``client-keys``).
+"""
+
+import json
+import pickle
+from functools import lru_cache, partial
+
+from flwr.app import ConfigRecord, Message, RecordDict
+from flwr.clientapp import ClientApp
+
+from hyfdca._client import Client
+from hyfdca._settings import HyFDCASettings
+from hyfdca.flower._files import read_block, read_client_keys
+from hyfdca.flower._wire import (CONFIGURE, DESCRIBE, PHASE_ACTIONS, RECORD, array_bytes,
+                                 pack, unpack)
+
+SESSION = "hyfdca-session"
+
+
+def _setting(context, key, defaults, default=None):
+    for source in (context.node_config, context.run_config, defaults):
+        if key in source:
+            return source[key]
+    return default
+
+
+def _identity(context, defaults):
+    """(client id, data file, keys file) of this node."""
+    k = int(_setting(context, "client-id", defaults,
+                     context.node_config.get("partition-id", -1)))
+    if k < 0:
+        raise ValueError("no client-id in the node configuration")
+    data = (_setting(context, "data-file", defaults)
+            or f"{_setting(context, 'data-dir', defaults)}/client-{k}.npz")
+    keys = (_setting(context, "keys-file", defaults)
+            or _setting(context, "client-keys", defaults))
+    if not keys:
+        raise ValueError(f"client {k}: no keys-file in the node configuration")
+    return k, data, keys
+
+
+@lru_cache(maxsize=8)
+def _block(path):
+    return read_block(path)
+
+
+@lru_cache(maxsize=8)
+def _keys(path):
+    return read_client_keys(path)
+
+
+def describe(message, context, defaults):
+    """Who this node is: its client id and its I_k, J_k (public set-up information)."""
+    k, data, _ = _identity(context, defaults)
+    block = _block(data)
+    return Message(RecordDict({RECORD: ConfigRecord({
+        "client": k, "sample_ids": array_bytes(block.sample_ids),
+        "feature_ids": array_bytes(block.feature_ids)})}), reply_to=message)
+
+
+def configure(message, context, defaults):
+    """Start a session: the bound settings and the draw stream from the server."""
+    k, data, keys_file = _identity(context, defaults)
+    config = message.content[RECORD]
+    keys, masker = _keys(keys_file)
+    if keys.codec.frac_bits != int(config["frac_bits"]):
+        raise ValueError(f"client {k}: its keys encode {keys.codec.frac_bits} fractional "
+                         f"bits, the run {config['frac_bits']}")
+    settings = HyFDCASettings.from_dict(json.loads(config["settings"]))
+    client = Client(k, _block(data), keys, masker, settings, json.loads(config["stream"]))
+    context.state[SESSION] = ConfigRecord({
+        "session": pickle.dumps(client.session()), "settings": config["settings"]})
+    return Message(RecordDict({RECORD: ConfigRecord({"client": k})}), reply_to=message)
+
+
+def answer(message, context, defaults):
+    """One protocol phase: the Client's reply to the decoded message."""
+    k, data, keys_file = _identity(context, defaults)
+    stored = context.state[SESSION]
+    keys, masker = _keys(keys_file)
+    settings = HyFDCASettings.from_dict(json.loads(stored["settings"]))
+    client = Client.resume(_block(data), keys, masker, settings,
+                           pickle.loads(stored["session"]))
+    reply = client.handle(unpack(message.content))
+    context.state[SESSION] = ConfigRecord({"session": pickle.dumps(client.session()),
+                                           "settings": stored["settings"]})
+    return Message(pack(reply), reply_to=message)
+
+
+def make_client_app(defaults=None):
+    """A ClientApp; ``defaults`` fill in what neither the node nor the run configures."""
+    defaults = dict(defaults or {})
+    app = ClientApp()
+    for action, handler in ((DESCRIBE, describe), (CONFIGURE, configure),
+                            *((a, answer) for a in PHASE_ACTIONS.values())):
+        app.query(action)(partial(handler, defaults=defaults))
+    return app
+
+
+app = make_client_app()

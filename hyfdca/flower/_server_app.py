@@ -1,0 +1,110 @@
+"""The ServerApp: HyFDCA's round loop (``HyFDCARun.remote`` and ``hyfdca._run.train``)
+driving the parties' SuperNodes through Flower. The server loads only the public key
+file; it never holds data, labels or a private key.
+
+Run configuration (``flwr run`` / ``pyproject.toml`` ``[tool.flwr.app.config]``, or the
+simulation helper):
+
+* ``num-clients``: K, the parties to wait for; ``node-timeout``: seconds to wait (120);
+* ``server-keys``: the server's key file of ``hyfdca keys``;
+* ``settings``: HyFDCASettings as JSON (``json.dumps(settings.as_dict())``);
+* ``seed``, ``frac-bits``, ``max-rounds``, ``eval-every``, ``rel-tol`` (0: none),
+  ``phase-timeout`` (seconds a phase waits for replies; 0: no limit);
+* ``output``: folder for model.npy, history.json and history.csv.
+
+Keys missing from the run configuration come from the ``defaults`` of
+:func:`make_server_app` (a simulation's).
+"""
+
+import json
+import time
+from functools import partial
+from pathlib import Path
+
+import numpy as np
+from flwr.app import ConfigRecord, Message, RecordDict
+from flwr.serverapp import ServerApp
+
+from feddata import History, Layout
+from hyfdca._protocol import HyFDCARun
+from hyfdca._run import train
+from hyfdca._settings import HyFDCASettings
+from hyfdca.flower._files import read_server_keys
+from hyfdca.flower._transport import ClientError, FlowerTransport
+from hyfdca.flower._wire import CONFIGURE, DESCRIBE, RECORD, bytes_array
+
+def wait_for_nodes(grid, count, timeout):
+    deadline = time.monotonic() + timeout
+    while True:
+        nodes = sorted(grid.get_node_ids())
+        if len(nodes) >= count:
+            return nodes
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{len(nodes)} of {count} SuperNodes connected within "
+                               f"{timeout} s")
+        time.sleep(0.05)
+
+
+def _ask(grid, nodes, action, contents):
+    """One Flower round trip outside the protocol; replies in node order."""
+    out = [Message(RecordDict({RECORD: ConfigRecord(c)}), dst_node_id=n,
+                   message_type=f"query.{action}") for n, c in zip(nodes, contents)]
+    replies = {r.metadata.src_node_id: r for r in grid.send_and_receive(out)}
+    missing = [n for n in nodes if n not in replies]
+    if missing:
+        raise TimeoutError(f"{action}: no reply from nodes {missing}")
+    for n in nodes:
+        if replies[n].has_error():
+            raise ClientError(f"node {n}, {action}: {replies[n].error.reason}")
+    return [replies[n].content[RECORD] for n in nodes]
+
+
+def connect(grid, config):
+    """(layout, node id of each client k) from the parties' own descriptions."""
+    count = int(config["num-clients"])
+    nodes = wait_for_nodes(grid, count, float(config.get("node-timeout", 120)))
+    described = _ask(grid, nodes, DESCRIBE, [{}] * len(nodes))
+    ids = [int(d["client"]) for d in described]
+    if sorted(ids) != list(range(count)):
+        raise ValueError(f"the SuperNodes report client ids {sorted(ids)}; expected 0..{count - 1}")
+    order = np.argsort(ids)
+    layout = Layout.from_ids([bytes_array(described[i]["sample_ids"]) for i in order],
+                             [bytes_array(described[i]["feature_ids"]) for i in order])
+    return layout, [nodes[i] for i in order]
+
+
+def main(grid, context, defaults):
+    config = {**defaults, **context.run_config}
+    layout, nodes = connect(grid, config)
+    evaluator = read_server_keys(config["server-keys"])
+    settings = HyFDCASettings.from_dict(json.loads(config["settings"]))
+    seed, frac_bits = int(config.get("seed", 0)), int(config.get("frac-bits", 32))
+    bound = settings.bind(layout)
+    streams = HyFDCARun.client_streams(layout, bound, seed)
+    _ask(grid, nodes, CONFIGURE, [{"settings": json.dumps(bound.as_dict()),
+                                   "stream": json.dumps(list(streams[k])),
+                                   "frac_bits": frac_bits} for k in range(len(nodes))])
+    timeout = float(config.get("phase-timeout", 0)) or None
+    run = HyFDCARun.remote(layout, settings, evaluator,
+                           FlowerTransport(grid, nodes, evaluator, timeout=timeout),
+                           frac_bits=frac_bits, seed=seed)
+    history = History()
+    rel_tol = float(config.get("rel-tol", 0)) or None
+    train(run, history, max_rounds=int(config.get("max-rounds", 100)),
+          eval_every=int(config.get("eval-every", 10)), rel_tol=rel_tol)
+    out = Path(config["output"])
+    out.mkdir(parents=True, exist_ok=True)
+    np.save(out / "model.npy", run.model)
+    history.to_json(out / "history.json")
+    history.to_csv(out / "history.csv")
+
+
+def make_server_app(defaults=None):
+    """A ServerApp; ``defaults`` fill in what the run configuration does not give."""
+    defaults = dict(defaults or {})
+    app = ServerApp()
+    app.main()(partial(main, defaults=defaults))
+    return app
+
+
+app = make_server_app()

@@ -1,0 +1,46 @@
+"""HyFDCA messages inside Flower messages: one Flower message type per protocol phase,
+the HyFDCA message as the bytes of ``encode_message`` (no pickle on the wire)."""
+
+import io
+
+import numpy as np
+from flwr.app import ConfigRecord, RecordDict
+
+from hyfdca._messages import decode_message, encode_message
+
+# protocol phase (hyfdca._protocol) -> the action of its Flower message type "query.<action>"
+# (Flower wants Python names)
+PHASE_ACTIONS = {
+    "set-up: shared row norms": "setup_norm_parts",
+    "set-up: row norms": "setup_norms",
+    "dual sync + primal aggregation": "dual_sync",
+    "secure inner product": "inner_products",
+    "local dual method": "local_dual_method",
+    "primal aggregation": "primal_aggregation",
+    "second secure inner product": "second_inner_products",
+    "certificate: dual sync + primal aggregation": "certificate_sync",
+    "certificate: inner products": "certificate_inner_products",
+    "certificate: loss and conjugate sums": "certificate_sums",
+}
+# before the protocol: the server asks each node who it is, then configures it
+DESCRIBE, CONFIGURE = "describe", "configure"
+RECORD = "hyfdca"
+
+
+def pack(message):
+    """RecordDict carrying one HyFDCA message."""
+    return RecordDict({RECORD: ConfigRecord({"message": encode_message(message)})})
+
+
+def unpack(content):
+    return decode_message(content[RECORD]["message"])
+
+
+def array_bytes(array):
+    buffer = io.BytesIO()
+    np.save(buffer, np.asarray(array), allow_pickle=False)
+    return buffer.getvalue()
+
+
+def bytes_array(data):
+    return np.load(io.BytesIO(data), allow_pickle=False)

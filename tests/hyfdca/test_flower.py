@@ -1,0 +1,60 @@
+"""HyFDCA on Flower: the same apps in Flower's simulation engine give the in-process
+iterates bit for bit; the server loads only public keys."""
+
+import numpy as np
+import pytest
+
+from crypto import DealtKeys, KeyHolder, SecureSum
+from feddata import History
+from feddata import partition as P
+from hyfdca import HyFDCARun, HyFDCASettings
+from hyfdca._run import train
+
+flower = pytest.importorskip("hyfdca.flower")
+
+
+@pytest.fixture(scope="module")
+def job(cancer, tmp_path_factory):
+    X, y = cancer
+    folder = tmp_path_factory.mktemp("flower")
+    client_keys, server_keys = flower.write_keys(folder / "keys", "mask")
+    settings = HyFDCASettings.from_variant("auto", lam=0.05, participation="fraction",
+                                           fraction=0.5)
+    return P.hybrid_grid(X[:200], y[:200], 2, 2), settings, folder, client_keys, server_keys
+
+
+def test_a_2x2_mask_job_on_the_simulation_engine_gives_the_in_process_iterates(job):
+    fed, settings, folder, client_keys, server_keys = job
+    keys, masker = flower.read_client_keys(client_keys)
+    evaluator = flower.read_server_keys(server_keys)
+    local = HyFDCARun(fed, settings, dealt=DealtKeys(keys, evaluator, masker), seed=3)
+    history = History()
+    train(local, history, max_rounds=6, eval_every=2)
+    model, rows = flower.simulate(fed, settings, folder / "sim", client_keys=client_keys,
+                                  server_keys=server_keys, max_rounds=6, eval_every=2, seed=3)
+    np.testing.assert_array_equal(model, local.model)
+    certified = {r["round"]: (r["primal"], r["dual"]) for r in rows["rows"]
+                 if r["primal"] is not None}
+    assert certified == {t: (e["primal"], e["dual"]) for t, e in history.evaluations.items()}
+    assert [r["rtc"] for r in rows["rows"]] == [0] + [r["rtc"] for r in history.rounds]
+
+
+def test_the_server_loads_only_the_public_key_file(job):
+    _, _, _, client_keys, server_keys = job
+    evaluator = flower.read_server_keys(server_keys)
+    assert not isinstance(evaluator, (KeyHolder, SecureSum))
+    assert "private" not in repr(vars(evaluator)).lower()
+    with pytest.raises(ValueError, match="is not a server key file"):
+        flower.read_server_keys(client_keys)
+
+
+def test_a_client_block_file_round_trips(job, tmp_path):
+    fed = job[0]
+    flower.write_block(tmp_path / "b.npz", fed.blocks[3])
+    block = flower.read_block(tmp_path / "b.npz")
+    assert (block.X != fed.blocks[3].X).nnz == 0
+    np.testing.assert_array_equal(block.sample_ids, fed.blocks[3].sample_ids)
+    np.testing.assert_array_equal(block.y, fed.blocks[3].y)
+    (tmp_path / "x.npz").write_bytes(b"")
+    with pytest.raises(ValueError, match="is not a HyFDCA client block"):
+        flower.read_block(tmp_path / "x.npz")
