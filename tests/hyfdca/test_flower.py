@@ -58,3 +58,42 @@ def test_a_client_block_file_round_trips(job, tmp_path):
     (tmp_path / "x.npz").write_bytes(b"")
     with pytest.raises(ValueError, match="is not a HyFDCA client block"):
         flower.read_block(tmp_path / "x.npz")
+
+
+def test_a_loopback_deployment_with_tls_gives_the_in_process_iterates(job):
+    """A SuperLink and four SuperNodes as subprocesses on 127.0.0.1 with self-signed TLS
+    certificates, each SuperNode with its own data file; `flwr run` of a one-round 2x2
+    mask job (Flower starts a ClientApp process per message: a few minutes on 2 cores,
+    so one round); nothing is left running afterwards, even when the run fails."""
+    import json
+
+    from hyfdca.flower._loopback import Loopback, write_app
+
+    fed, settings, folder, client_keys, server_keys = job
+    data = folder / "deployment-data"
+    data.mkdir()
+    for k, block in enumerate(fed.blocks):
+        flower.write_block(data / f"client-{k}.npz", block)
+    output = folder / "deployment-output"
+    app = write_app(folder / "app", {
+        "num-clients": 4, "server-keys": str(server_keys),
+        "settings": json.dumps(settings.as_dict()), "seed": 3, "frac-bits": 32,
+        "max-rounds": 1, "eval-every": 1, "rel-tol": 0.0, "phase-timeout": 0.0,
+        "output": str(output)})
+    nodes = [{"client-id": k, "data-file": str(data / f"client-{k}.npz"),
+              "keys-file": str(client_keys)} for k in range(4)]
+    loopback = Loopback(folder / "loopback", nodes, tls=True)
+    try:
+        with loopback:
+            loopback.run(app)
+    finally:
+        assert loopback.leftover() == []
+    keys, masker = flower.read_client_keys(client_keys)
+    evaluator = flower.read_server_keys(server_keys)
+    local = HyFDCARun(fed, settings, dealt=DealtKeys(keys, evaluator, masker), seed=3)
+    history = History()
+    train(local, history, max_rounds=1, eval_every=1)
+    np.testing.assert_array_equal(np.load(output / "model.npy"), local.model)
+    rows = json.loads((output / "history.json").read_text())["rows"]
+    assert [(r["primal"], r["dual"]) for r in rows] == [
+        (e["primal"], e["dual"]) for e in history.evaluations.values()]
