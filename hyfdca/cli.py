@@ -1,4 +1,5 @@
-"""The ``hyfdca`` command: ``datasets``, ``demo``, ``run``, ``profile``, ``experiment``."""
+"""The ``hyfdca`` command: ``datasets``, ``demo``, ``run``, ``profile``, ``keys``, ``split``,
+``app``, ``experiment``."""
 
 import argparse
 import shutil
@@ -228,6 +229,60 @@ def cmd_experiment(args):
     return 0
 
 
+def cmd_keys(args):
+    """Make the keys of a deployment (docs/deployment.md): ``clients.keys`` (the clients'
+    KeyHolder and secure-sum masker: give it to every party over a secure channel, never
+    to the server) and ``server.keys`` (the public evaluator the server loads)."""
+    from hyfdca.flower import write_keys
+
+    out = prepare_output(args.output)
+    options = {"frac_bits": args.frac_bits}
+    if args.crypto in ("paillier", "fast-paillier"):
+        options["n_length"] = args.key_bits
+    clients, server = write_keys(out, args.crypto, **options)
+    print(f"{args.crypto} keys at {args.frac_bits} fractional bits:\n"
+          f"  {clients}  (secret: every party's SuperNode reads it; never the server)\n"
+          f"  {server}  (public: the server's run configuration names it)")
+    return 0
+
+
+def cmd_split(args):
+    """Split a catalogued data set by a partition spec into one party data file per
+    client (client-<k>.npz: the block, its global sample and feature ids, its labels), as
+    each party would hold its own block in a deployment; for trying a deployment on one
+    machine (docs/deployment.md)."""
+    from hyfdca.flower import write_block
+
+    out = prepare_output(args.output)
+    fed, _ = _problem(args)
+    for k, block in enumerate(fed.blocks):
+        write_block(out / f"client-{k}.npz", block)
+    print(f"{fed.n_clients} party files in {out} (client-0.npz ... "
+          f"client-{fed.n_clients - 1}.npz)")
+    return 0
+
+
+def cmd_app(args):
+    """Write the Flower app folder of a HyFDCA job (pyproject.toml with its run
+    configuration) for ``flwr run FOLDER <superlink>`` (docs/deployment.md)."""
+    import json
+
+    from hyfdca.flower._loopback import write_app
+
+    settings = HyFDCASettings.from_variant(
+        args.variant, loss=args.loss, lam=args.lam, H=args.H, iic=args.iic,
+        participation=args.participation, fraction=args.fraction)
+    folder = write_app(prepare_output(args.output), {
+        "num-clients": args.num_clients, "server-keys": str(Path(args.server_keys).resolve()),
+        "settings": json.dumps(settings.as_dict()), "seed": args.seed,
+        "frac-bits": args.frac_bits, "max-rounds": args.rounds, "eval-every": args.eval_every,
+        "rel-tol": args.rel_tol or 0.0, "phase-timeout": args.phase_timeout,
+        "output": str(Path(args.results).resolve())})
+    print(f"Flower app: {folder / 'pyproject.toml'}; run it with `flwr run {folder} "
+          f"<superlink>`")
+    return 0
+
+
 def _add_problem_options(p, *, dataset, partition, participation, fraction, lam):
     """Data set, partition, participation, lam, H or iic, variant: choices from the
     registries (catalogue, participation kinds, variants)."""
@@ -305,6 +360,45 @@ def build_parser():
     p.add_argument("--rounds", type=int, default=3, help="timed HyFDCA rounds per backend")
     p.add_argument("--output", default="hyfdca-profile", help="folder for tables and plot")
     p.set_defaults(func=cmd_profile)
+
+    p = sub.add_parser("keys", help="make the key files of a Flower deployment",
+                       description=cmd_keys.__doc__)
+    p.add_argument("--crypto", default="mask", choices=sorted(set(BACKENDS) - {"plain"}))
+    p.add_argument("--key-bits", type=int, default=2048, help="Paillier modulus bits")
+    p.add_argument("--frac-bits", type=int, default=32)
+    p.add_argument("--output", default="hyfdca-keys", help="folder for the two key files")
+    p.set_defaults(func=cmd_keys)
+
+    p = sub.add_parser("split", help="one party data file per client, for a deployment",
+                       description=cmd_split.__doc__)
+    _add_problem_options(p, dataset="breast_cancer", partition="2x2",
+                         participation="full", fraction=1.0, lam=1e-4)
+    p.add_argument("--output", default="hyfdca-parties")
+    p.set_defaults(func=cmd_split)
+
+    p = sub.add_parser("app", help="write the Flower app folder of a HyFDCA job",
+                       description=cmd_app.__doc__)
+    p.add_argument("--num-clients", type=int, required=True)
+    p.add_argument("--server-keys", required=True, help="server.keys of `hyfdca keys`")
+    p.add_argument("--participation", default="fraction", choices=PARTICIPATION_KINDS)
+    p.add_argument("--fraction", type=float, default=1.0)
+    p.add_argument("--lam", type=float, default=1e-4)
+    p.add_argument("--loss", default="hinge", choices=sorted(LOSS_CODES))
+    group = p.add_mutually_exclusive_group()
+    group.add_argument("--H", type=int)
+    group.add_argument("--iic", type=float)
+    p.add_argument("--variant", default=DEFAULT_VARIANT, choices=VARIANT_NAMES)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--frac-bits", type=int, default=32)
+    p.add_argument("--rounds", type=int, default=100)
+    p.add_argument("--eval-every", type=int, default=10)
+    p.add_argument("--rel-tol", type=float, default=None)
+    p.add_argument("--phase-timeout", type=float, default=0.0,
+                   help="seconds a phase waits for replies (0: no limit)")
+    p.add_argument("--results", default="hyfdca-results",
+                   help="where the server writes model.npy and the history")
+    p.add_argument("--output", default="hyfdca-app", help="the app folder")
+    p.set_defaults(func=cmd_app)
 
     p = sub.add_parser("experiment", help="HyFDCA against its baselines, as in the paper",
                        description=cmd_experiment.__doc__)

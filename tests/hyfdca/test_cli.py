@@ -162,3 +162,19 @@ def test_a_signal_stops_after_the_round_and_keeps_history_and_checkpoint(tmp_pat
     with open(out / "history.csv") as handle:
         rows = list(csv.DictReader(handle))
     assert [int(r["round"]) for r in rows] == list(range(stopped_at + 6))
+
+
+def test_keys_split_and_app_prepare_a_deployment(tmp_path, capsys):
+    pytest.importorskip("flwr")
+    from hyfdca.flower import read_block, read_client_keys, read_server_keys
+
+    assert main(["keys", "--output", str(tmp_path / "keys")]) == 0
+    keys, masker = read_client_keys(tmp_path / "keys" / "clients.keys")
+    assert read_server_keys(tmp_path / "keys" / "server.keys").key_id == keys.key_id
+    assert main(["split", "--output", str(tmp_path / "parties")]) == 0
+    blocks = [read_block(tmp_path / "parties" / f"client-{k}.npz") for k in range(4)]
+    assert sum(b.X.nnz for b in blocks) > 0
+    assert main(["app", "--num-clients", "4", "--server-keys",
+                 str(tmp_path / "keys" / "server.keys"), "--output", str(tmp_path / "app")]) == 0
+    toml = (tmp_path / "app" / "pyproject.toml").read_text()
+    assert 'serverapp = "hyfdca.flower:server_app"' in toml and "num-clients = 4" in toml
