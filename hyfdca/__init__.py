@@ -14,7 +14,7 @@ from hyfdca._encoding_range import FixedPointRangeError
 from hyfdca._estimators import HyFDCAClassifier, HyFDCARegressor
 from hyfdca._messages import decode_message, encode_message
 from hyfdca._protocol import HyFDCARun
-from hyfdca._run import ENGINES, run_hyfdca
+from hyfdca._run import ENGINES, run_hyfdca, train
 from hyfdca._settings import DEFAULT_VARIANT, VARIANTS, HyFDCASettings
 from hyfdca._transport import (FaultyTransport, InProcessTransport, MissingReplies, Traffic,
                                Transport)
@@ -43,4 +43,5 @@ __all__ = [
     "load_checkpoint",
     "run_hyfdca",
     "save_checkpoint",
+    "train",
 ]

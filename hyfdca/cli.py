@@ -267,7 +267,7 @@ def cmd_app(args):
     configuration) for ``flwr run FOLDER <superlink>`` (docs/deployment.md)."""
     import json
 
-    from hyfdca.flower._loopback import write_app
+    from hyfdca.flower import write_app
 
     settings = HyFDCASettings.from_variant(
         args.variant, loss=args.loss, lam=args.lam, H=args.H, iic=args.iic,

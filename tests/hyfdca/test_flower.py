@@ -67,22 +67,20 @@ def test_a_loopback_deployment_with_tls_gives_the_in_process_iterates(job):
     so one round); nothing is left running afterwards, even when the run fails."""
     import json
 
-    from hyfdca.flower._loopback import Loopback, write_app
-
     fed, settings, folder, client_keys, server_keys = job
     data = folder / "deployment-data"
     data.mkdir()
     for k, block in enumerate(fed.blocks):
         flower.write_block(data / f"client-{k}.npz", block)
     output = folder / "deployment-output"
-    app = write_app(folder / "app", {
+    app = flower.write_app(folder / "app", {
         "num-clients": 4, "server-keys": str(server_keys),
         "settings": json.dumps(settings.as_dict()), "seed": 3, "frac-bits": 32,
         "max-rounds": 1, "eval-every": 1, "rel-tol": 0.0, "phase-timeout": 0.0,
         "output": str(output)})
     nodes = [{"client-id": k, "data-file": str(data / f"client-{k}.npz"),
               "keys-file": str(client_keys)} for k in range(4)]
-    loopback = Loopback(folder / "loopback", nodes, tls=True)
+    loopback = flower.Loopback(folder / "loopback", nodes, tls=True)
     try:
         with loopback:
             loopback.run(app)
