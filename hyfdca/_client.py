@@ -39,7 +39,7 @@ class Client:
     # set at construction from its block, keys and settings; the rest is the run's state
     FIXED = frozenset(("id", "X", "y", "n_local", "keys", "masker", "settings", "stream",
                        "q", "partial", "rho", "update_weight", "inv_holders", "H",
-                       "_counts", "_n_clients"))
+                       "_counts", "_n_clients", "_prediction"))
 
     def __init__(self, client_id, block, keys, masker, settings, stream):
         self.id = client_id
@@ -79,7 +79,7 @@ class Client:
         vars(self).update(state)
 
     # what a process that holds the block, keys and settings must keep between messages
-    _PROVIDED = frozenset(("X", "y", "keys", "masker", "settings"))
+    _PROVIDED = frozenset(("X", "y", "keys", "masker", "settings", "_prediction"))
 
     def session(self):
         """Everything but the block, keys and settings (a party in another process keeps
@@ -103,7 +103,8 @@ class Client:
                    msg.Margins: self.local_update,
                    msg.TentativeStep: self.primal_update,
                    msg.DualSync: self.eval_sync,   # the certificate's sync, not committed
-                   msg.EvalRequest: self.eval_shares}.get(type(message))
+                   msg.EvalRequest: self.eval_shares,
+                   msg.PredictRequest: self.predict_shares}.get(type(message))
         if handler is None:
             raise TypeError(f"client {self.id}: no handler for {type(message).__name__}")
         return handler(message)
@@ -159,6 +160,27 @@ class Client:
         rides with the reply)."""
         refresh, self._refresh = self._refresh, None
         return refresh
+
+    # --- prediction -------------------------------------------------------------------
+
+    def hold_for_prediction(self, block):
+        """The client's block of new samples (its features J_k of them, global ids)."""
+        if block.X.shape[1] != self.X.shape[1]:
+            raise ValueError(f"client {self.id}: the prediction block has "
+                             f"{block.X.shape[1]} features, the training block "
+                             f"{self.X.shape[1]}")
+        self._prediction = block
+
+    def predict_shares(self, message):
+        """Masked shares of x_i^k . w_k for the new samples it holds (0 for the rest):
+        the server learns only their sum over the clients, the margin."""
+        block = getattr(self, "_prediction", None)
+        if block is None:
+            raise ValueError(f"client {self.id} holds no prediction block")
+        parts = np.zeros(int(message.n_samples))
+        parts[block.sample_ids] = block.X @ message.w
+        return msg.PredictShares(self.masker.mask(parts, self.id, message.participants,
+                                                  message.tag))
 
     # --- set-up -------------------------------------------------------------------------
 

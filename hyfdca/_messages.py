@@ -205,10 +205,29 @@ def message_nbytes(message, evaluator):
 
 # --- bytes on the wire ------------------------------------------------------------------
 
+@dataclass(frozen=True)
+class PredictRequest:
+    """Server -> client (prediction): w on J_k and the number of new samples; the
+    client's shares are masked among ``participants`` under ``tag``."""
+
+    w: np.ndarray
+    n_samples: int
+    participants: np.ndarray
+    tag: str
+
+
+@dataclass(frozen=True)
+class PredictShares:
+    """Client -> server: masked shares of its margin parts x_i^k . w over the new
+    samples (0 where it holds none of sample i)."""
+
+    shares: np.ndarray
+
+
 MESSAGE_TYPES = {cls.__name__: cls for cls in (
     SetupRequest, SharedNormParts, SharedNorms, SetupDone, DualSync, DualRefresh, RoundStart, PrimalContribution, EvalContribution,
     WeightsAndRequest, InnerProductParts, Margins, DualUpdate, TentativeStep, PrimalUpdate,
-    EvalRequest, EvalShares)}
+    EvalRequest, EvalShares, PredictRequest, PredictShares)}
 _MAGIC = b"HYFDCA-MSG1"
 
 

@@ -44,6 +44,7 @@ from hyfdca._round import (draws_all_samples, eligible_samples, margins_are_loca
                            sampling_streams, step_bits)
 from hyfdca._server import Server
 from hyfdca._transport import InProcessTransport, MissingReplies
+from solvers import sign_labels
 
 CRYPTO_FIELDS = ("encrypt", "decrypt", "add", "multiply")
 
@@ -315,6 +316,34 @@ class HyFDCARun:
                     bytes_up=traffic.bytes_up, bytes_down=traffic.bytes_down,
                     compute_seconds=compute, compute_ops=compute_ops,
                     **{f: after[f] - before[f] for f in CRYPTO_FIELDS})
+
+    # --- prediction ---------------------------------------------------------------------
+
+    def predict(self, n_samples, w=None, blocks=None):
+        """Labels (+-1, a score of 0 is -1) of ``n_samples`` new samples whose features are
+        split across the clients like the training data, with the model ``w`` (default
+        ``run.model``): each client sends masked shares of x_i^k . w_k for the new samples
+        it holds, and the server reveals only their sum, the margins (returned too).
+        In process, ``blocks[k]`` is client k's block of new samples; remote clients load
+        their own."""
+        if w is None:
+            w = getattr(self, "model", None)
+            if w is None:
+                raise ValueError("no model to predict with: train the run first "
+                                 "(run_hyfdca or hyfdca.train) or pass w")
+        if blocks is not None:
+            for client, block in zip(self.clients, blocks):
+                client.hold_for_prediction(block)
+        everyone = np.arange(self.layout.n_clients)
+        tag = f"prediction-{self.round}"
+        shares = {}
+        self._exchange("prediction", everyone,
+                       lambda k: msg.PredictRequest(w[self.server.feature_ids[k]],
+                                                    int(n_samples), everyone, tag),
+                       lambda k, reply: shares.__setitem__(k, reply.shares))
+        margins = masked_total(shares.items(), everyone, self.frac_bits,
+                               tag=f"prediction sums, {tag}")
+        return sign_labels(margins), margins
 
     # --- certificate --------------------------------------------------------------------
 

@@ -8,7 +8,9 @@ the ``defaults`` of :func:`make_client_app` (a simulation's):
 * ``client-id``: the party's index k (simulation: the node's ``partition-id``);
 * ``data-file``: its block, an .npz of ``hyfdca.flower.write_block`` (simulation:
   ``data-dir``/client-<k>.npz from the run configuration);
-* ``keys-file``: the clients' key file of ``hyfdca keys`` (simulation: ``client-keys``).
+* ``keys-file``: the clients' key file of ``hyfdca keys`` (simulation: ``client-keys``);
+* ``predict-file``: its block of new samples to predict, same layout as ``data-file``
+  (simulation: ``predict-dir``/client-<k>.npz).
 """
 
 import json
@@ -19,6 +21,7 @@ from flwr.app import ConfigRecord, Message, RecordDict
 from flwr.clientapp import ClientApp
 
 from hyfdca._client import Client
+from hyfdca._messages import PredictRequest
 from hyfdca._settings import HyFDCASettings
 from hyfdca.flower._files import read_block, read_client_keys
 from hyfdca.flower._wire import (CONFIGURE, DESCRIBE, PHASE_ACTIONS, RECORD, array_bytes,
@@ -91,7 +94,12 @@ def answer(message, context, defaults):
     settings = HyFDCASettings.from_dict(json.loads(stored["settings"]))
     client = Client.resume(_block(data), keys, masker, settings,
                            pickle.loads(stored["session"]))
-    reply = client.handle(unpack(message.content))
+    request = unpack(message.content)
+    if isinstance(request, PredictRequest):
+        client.hold_for_prediction(_block(
+            _setting(context, "predict-file", defaults)
+            or f"{_setting(context, 'predict-dir', defaults)}/client-{k}.npz"))
+    reply = client.handle(request)
     context.state[SESSION] = ConfigRecord({"session": pickle.dumps(client.session()),
                                            "settings": stored["settings"]})
     return Message(pack(reply), reply_to=message)

@@ -10,7 +10,9 @@ simulation helper):
 * ``settings``: HyFDCASettings as JSON (``json.dumps(settings.as_dict())``);
 * ``seed``, ``frac-bits``, ``max-rounds``, ``eval-every``, ``rel-tol`` (0: none),
   ``phase-timeout`` (seconds a phase waits for replies; 0: no limit);
-* ``output``: folder for model.npy, history.json and history.csv.
+* ``output``: folder for model.npy, history.json and history.csv;
+* ``predict-samples``: after training, predict this many new samples whose features the
+  parties hold (their ``predict-file``), written as predictions.npy and margins.npy.
 
 Keys missing from the run configuration come from the ``defaults`` of
 :func:`make_server_app` (a simulation's).
@@ -95,6 +97,11 @@ def main(grid, context, defaults):
     out = Path(config["output"])
     out.mkdir(parents=True, exist_ok=True)
     np.save(out / "model.npy", run.model)
+    n_new = int(config.get("predict-samples", 0))
+    if n_new:
+        labels, margins = run.predict(n_new)
+        np.save(out / "predictions.npy", labels)
+        np.save(out / "margins.npy", margins)
     history.to_json(out / "history.json")
     history.to_csv(out / "history.csv")
 

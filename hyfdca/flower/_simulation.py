@@ -12,23 +12,32 @@ from hyfdca.flower._server_app import make_server_app
 
 
 def simulate(dataset, settings, folder, *, client_keys, server_keys, max_rounds=100,
-             eval_every=10, rel_tol=None, seed=0, frac_bits=32, phase_timeout=None):
+             eval_every=10, rel_tol=None, seed=0, frac_bits=32, phase_timeout=None,
+             predict=None):
     """Write each party's block to ``folder``/data, run the job on Flower's simulation
     engine with the key files of ``hyfdca.flower.write_keys``, and return (model, the
-    history as JSON rows) as the ServerApp wrote them to ``folder``/output."""
+    history as JSON rows) as the ServerApp wrote them to ``folder``/output. ``predict``:
+    a FederatedDataset of new samples split like ``dataset``; the ServerApp then writes
+    their federated predictions to ``folder``/output/predictions.npy."""
     from flwr.simulation import run_simulation
 
     folder = Path(folder)
     (folder / "data").mkdir(parents=True, exist_ok=True)
     for k, block in enumerate(dataset.blocks):
         write_block(folder / "data" / f"client-{k}.npz", block)
+    if predict is not None:
+        (folder / "predict").mkdir(exist_ok=True)
+        for k, block in enumerate(predict.blocks):
+            write_block(folder / "predict" / f"client-{k}.npz", block)
     config = {"num-clients": dataset.n_clients, "server-keys": str(server_keys),
               "client-keys": str(client_keys), "data-dir": str(folder / "data"),
               "settings": json.dumps(settings.as_dict()), "seed": int(seed),
               "frac-bits": int(frac_bits), "max-rounds": int(max_rounds),
               "eval-every": int(eval_every), "rel-tol": float(rel_tol or 0.0),
               "phase-timeout": float(phase_timeout or 0.0),
-              "output": str(folder / "output")}
+              "output": str(folder / "output"),
+              "predict-dir": str(folder / "predict"),
+              "predict-samples": 0 if predict is None else int(predict.n_samples)}
     run_simulation(server_app=make_server_app(config), client_app=make_client_app(config),
                    num_supernodes=dataset.n_clients,
                    backend_config={"client_resources": {"num_cpus": 1}})

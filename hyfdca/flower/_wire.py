@@ -21,6 +21,7 @@ PHASE_ACTIONS = {
     "certificate: dual sync + primal aggregation": "certificate_sync",
     "certificate: inner products": "certificate_inner_products",
     "certificate: loss and conjugate sums": "certificate_sums",
+    "prediction": "predict",
 }
 # before the protocol: the server asks each node who it is, then configures it
 DESCRIBE, CONFIGURE = "describe", "configure"

@@ -23,16 +23,25 @@ def job(cancer, tmp_path_factory):
     return P.hybrid_grid(X[:200], y[:200], 2, 2), settings, folder, client_keys, server_keys
 
 
-def test_a_2x2_mask_job_on_the_simulation_engine_gives_the_in_process_iterates(job):
+def test_a_2x2_mask_job_on_the_simulation_engine_gives_the_in_process_iterates(job, cancer):
     fed, settings, folder, client_keys, server_keys = job
+    job_data = cancer
     keys, masker = flower.read_client_keys(client_keys)
     evaluator = flower.read_server_keys(server_keys)
     local = HyFDCARun(fed, settings, dealt=DealtKeys(keys, evaluator, masker), seed=3)
     history = History()
     train(local, history, max_rounds=6, eval_every=2)
+    new = P.hybrid_grid(*[a[200:300] for a in job_data], 2, 2)
     model, rows = flower.simulate(fed, settings, folder / "sim", client_keys=client_keys,
-                                  server_keys=server_keys, max_rounds=6, eval_every=2, seed=3)
+                                  server_keys=server_keys, max_rounds=6, eval_every=2, seed=3,
+                                  predict=new)
     np.testing.assert_array_equal(model, local.model)
+    # federated prediction: the margins the server revealed are the pooled model's
+    labels, margins = local.predict(new.n_samples, blocks=new.blocks)
+    np.testing.assert_array_equal(np.load(folder / "sim" / "output" / "margins.npy"), margins)
+    np.testing.assert_array_equal(np.load(folder / "sim" / "output" / "predictions.npy"),
+                                  labels)
+    np.testing.assert_allclose(margins, new.reassemble()[0] @ local.model, atol=1e-8)
     certified = {r["round"]: (r["primal"], r["dual"]) for r in rows["rows"]
                  if r["primal"] is not None}
     assert certified == {t: (e["primal"], e["dual"]) for t, e in history.evaluations.items()}

@@ -30,6 +30,8 @@ def _examples(keys):
         msg.SharedNormParts(pos, enc),
         msg.SharedNorms(pos, enc),
         msg.SetupDone(12.5, 1.0),
+        msg.PredictRequest(w, 7, np.arange(4), "prediction-3"),
+        msg.PredictShares(rng.integers(0, 2**63, 7, dtype=np.uint64)),
         sync,
         refresh,
         msg.RoundStart(7, sync, rng.random(10) < 0.5),

@@ -364,3 +364,32 @@ def test_every_drawn_sample_is_reported_zeros_included(cancer):
             np.testing.assert_array_equal(message.positions, drawn[k])
             zeros += int(np.sum(run.clients[k].keys.decrypt(message.dalpha) == 0))
     assert zeros > 0   # the hinge leaves many drawn samples where they are
+
+
+def test_federated_prediction_equals_the_pooled_models(cancer):
+    """New samples split across the parties like the training data: the server learns
+    only the margins, and they are the pooled model's (fixed-point sums of the parts)."""
+    from hyfdca import HyFDCARun
+    from solvers import sign_labels
+
+    X, y = cancer
+    train_fed, new = P.hybrid_grid(X[:300], y[:300], 2, 2), P.hybrid_grid(X[300:], y[300:], 2, 2)
+    settings = HyFDCASettings.from_variant("auto", lam=0.05, participation="fraction",
+                                           fraction=0.5)
+    run, _ = run_hyfdca(train_fed, settings, max_rounds=20, crypto="mask", record=True)
+    labels, margins = run.predict(new.n_samples, blocks=new.blocks)
+    X_new, _ = new.reassemble()
+    np.testing.assert_allclose(margins, X_new @ run.model, atol=1e-8)
+    np.testing.assert_array_equal(labels, sign_labels(X_new @ run.model))
+    # what the server received: masked shares, never a client's parts of a margin
+    received = {k: m.shares for phase, k, m in run.transport.server_inbox
+                if phase == "prediction"}
+    for k, block in enumerate(new.blocks):
+        parts = np.zeros(new.n_samples)
+        parts[block.sample_ids] = block.X @ run.model[block.feature_ids]
+        plain = np.round(parts * 2.0**32).astype(np.int64).view(np.uint64)
+        assert np.mean(received[k] == plain) < 0.01
+    with pytest.raises(ValueError, match="no model to predict with"):
+        HyFDCARun(train_fed, settings).predict(new.n_samples)
+    with pytest.raises(ValueError, match="holds no prediction block"):
+        HyFDCARun(train_fed, settings).predict(new.n_samples, w=run.model)
