@@ -22,6 +22,7 @@ The .pkl files are pickles: load only checkpoints you wrote (unpickling runs cod
 """
 
 import hashlib
+import io
 import json
 import os
 import pickle
@@ -92,8 +93,7 @@ def save_checkpoint(directory, description, model, files):
     partial.mkdir()
     write_atomic(partial / "run.json", json.dumps(dict(description, format=FORMAT),
                                                   indent=1).encode())
-    buffer = _npy_bytes(model)
-    write_atomic(partial / "model.npy", buffer)
+    write_atomic(partial / "model.npy", _npy_bytes(model))
     for file_name, data in files.items():
         write_atomic(partial / file_name, data)
     _fsync_folder(partial)
@@ -144,7 +144,6 @@ def check_same_run(description, expected):
 
 
 def _npy_bytes(array):
-    import io
     buffer = io.BytesIO()
     np.save(buffer, np.asarray(array), allow_pickle=False)
     return buffer.getvalue()
