@@ -47,7 +47,6 @@ from hyfdca._round import (aggregation_weights, choose_step, correction_factors,
                            line_search_term_count, margins_are_local, plan_round,
                            sampling_streams, step_bits)
 from hyfdca._settings import check_classification_labels
-from solvers import CLASSIFICATION_LOSSES
 
 BACKENDS = ("numba", "cupy")
 
@@ -103,15 +102,14 @@ class BatchedHyFDCA:
                              "engine='protocol'")
         if not 0 < int(frac_bits) < 62:
             raise ValueError(f"need 0 < frac_bits < 62, got {frac_bits}")
-        if s.loss in CLASSIFICATION_LOSSES:
-            check_classification_labels(dataset.labels, s.loss)
-        check_encoding_range(s, float(np.max(dataset.sq_row_norms, initial=0.0)),
+        check_classification_labels(dataset.labels, s.loss)
+        self.max_sq_norm = float(np.max(dataset.sq_row_norms, initial=0.0))
+        check_encoding_range(s, self.max_sq_norm,
                              float(np.max(np.abs(dataset.labels), initial=0.0)),
                              int(frac_bits), dataset.n_clients, step_bits(s))
         self.seed = int(seed)
         self.frac_bits = int(frac_bits)
         self.backend = backend
-        self.max_sq_norm = float(np.max(dataset.sq_row_norms, initial=0.0))
         self._build(dataset, share_storage, global_columns)
         self.participation = Participation(s.participation, s.fraction, self.n_clients,
                                            self.seed)
@@ -235,18 +233,22 @@ class BatchedHyFDCA:
             raise ValueError("checkpoints are written from host arrays: run with "
                              "backend='numba' to checkpoint (the cupy backend keeps its "
                              "state on the GPU)")
-        arrays = {f"{name}.{field}": value
-                  for name in self._STRUCTURES
+        arrays = self._state_by_name()
+        counters = dict(version=self.version, token=self.token, round=self.round,
+                        participation=self.participation.rng.bit_generator.state)
+        arrays = dict(arrays, counters=np.array(json.dumps(counters)))
+        buffer = io.BytesIO()
+        np.savez(buffer, **arrays)
+        return {"engine.npz": buffer.getvalue()}
+
+    def _state_by_name(self):
+        """The arrays of the run's state by a name per structure and field."""
+        arrays = {f"{name}.{field}": value for name in self._STRUCTURES
                   for field, value in getattr(self, name)._asdict().items()}
         arrays.update({f"lists{i}.{field}": value for i, holdings in enumerate(self.lists)
                        for field, value in holdings._asdict().items()})
         arrays.update({name: getattr(self, name) for name in self._ARRAYS})
-        counters = dict(version=self.version, token=self.token, round=self.round,
-                        participation=self.participation.rng.bit_generator.state)
-        arrays["counters"] = np.array(json.dumps(counters))
-        buffer = io.BytesIO()
-        np.savez(buffer, **arrays)
-        return {"engine.npz": buffer.getvalue()}
+        return arrays
 
     @classmethod
     def from_checkpoint(cls, folder, dataset, settings, **options):
@@ -256,12 +258,7 @@ class BatchedHyFDCA:
         if not path.is_file():
             raise CheckpointError(f"checkpoint file {path} is missing")
         with np.load(path, allow_pickle=False) as saved:
-            targets = {f"{name}.{field}": value for name in cls._STRUCTURES
-                       for field, value in getattr(run, name)._asdict().items()}
-            targets.update({f"lists{i}.{field}": value
-                            for i, holdings in enumerate(run.lists)
-                            for field, value in holdings._asdict().items()})
-            targets.update({name: getattr(run, name) for name in cls._ARRAYS})
+            targets = run._state_by_name()
             missing = sorted(set(targets) - set(saved.files))
             if missing:
                 raise CheckpointError(f"{path} lacks the arrays {missing}")

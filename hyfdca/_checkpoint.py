@@ -93,7 +93,7 @@ def save_checkpoint(directory, description, model, files):
     partial.mkdir()
     write_atomic(partial / "run.json", json.dumps(dict(description, format=FORMAT),
                                                   indent=1).encode())
-    write_atomic(partial / "model.npy", _npy_bytes(model))
+    write_atomic(partial / "model.npy", array_bytes(model))
     for file_name, data in files.items():
         write_atomic(partial / file_name, data)
     _fsync_folder(partial)
@@ -143,7 +143,13 @@ def check_same_run(description, expected):
                               + "; ".join(wrong))
 
 
-def _npy_bytes(array):
+def array_bytes(array):
+    """An array as the bytes of an .npy file (no pickle)."""
     buffer = io.BytesIO()
     np.save(buffer, np.asarray(array), allow_pickle=False)
     return buffer.getvalue()
+
+
+def bytes_array(data):
+    """The array :func:`array_bytes` wrote."""
+    return np.load(io.BytesIO(data), allow_pickle=False)

@@ -12,7 +12,7 @@ from hyfdca._encoding_range import check_encoding_range
 from hyfdca._round import (aggregation_weights, correction_factors, line_search_shares,
                            local_dual_method, step_bits)
 from hyfdca._settings import check_classification_labels
-from solvers import CLASSIFICATION_LOSSES, weighted_objective_sums
+from solvers import weighted_objective_sums
 
 
 class Client:
@@ -57,6 +57,7 @@ class Client:
         # set up by the set-up exchange (``setup_request``, ``setup_norms``)
         self.q = self.rho = self.update_weight = self.inv_holders = None
         self._counts, self._n_clients = None, None
+        self._prediction = None  # new samples to predict (``hold_for_prediction``)
         self.H = settings.inner_steps(self.n_local)
         self.drawn = np.zeros(0, dtype=np.int64)
         # seconds of its last LocalDualMethod: a measurement for the simulation's time
@@ -91,7 +92,7 @@ class Client:
         """The client whose :meth:`session` was ``session``."""
         client = cls.__new__(cls)
         vars(client).update(session, X=block.X, y=block.y, keys=keys, masker=masker,
-                            settings=settings)
+                            settings=settings, _prediction=None)
         return client
 
     def handle(self, message):
@@ -174,7 +175,7 @@ class Client:
     def predict_shares(self, message):
         """Masked shares of x_i^k . w_k for the new samples it holds (0 for the rest):
         the server learns only their sum over the clients, the margin."""
-        block = getattr(self, "_prediction", None)
+        block = self._prediction
         if block is None:
             raise ValueError(f"client {self.id} holds no prediction block")
         parts = np.zeros(int(message.n_samples))
@@ -187,8 +188,7 @@ class Client:
     def setup_request(self, message):
         """Check its labels, then send Enc(||x_i^k||^2) for its samples that others hold
         too (q_i of a sample it holds alone is its own ||x_i^k||^2)."""
-        if self.settings.loss in CLASSIFICATION_LOSSES:
-            check_classification_labels(self.y, self.settings.loss)
+        check_classification_labels(self.y, self.settings.loss)
         self._counts = np.asarray(message.holder_counts, dtype=np.int64)
         self._n_clients = int(message.n_clients)
         shared = np.flatnonzero(self._counts > 1)

@@ -30,6 +30,7 @@ Which phases run, who may draw what and how the step is chosen come from
 """
 
 import copy
+from contextlib import contextmanager
 
 import numpy as np
 
@@ -112,7 +113,7 @@ class HyFDCARun:
         self.frac_bits = frac_bits
         self.server = Server(layout, evaluator, settings, frac_bits)
         self.transport = transport
-        if getattr(transport, "may_lose", False) and settings.participation == "full":
+        if transport.may_lose and settings.participation == "full":
             raise ValueError("a transport that can lose messages makes clients absent: run "
                              "with participation='fraction' (fraction=1.0 is allowed) or "
                              "'cyclic', whose protocol handles absent clients")
@@ -130,16 +131,14 @@ class HyFDCARun:
         (docs/reliability.md section 2). Returns max q_i (for the certificate's rounding
         allowance); the exchange's traffic is kept in ``setup_traffic``."""
         server, everyone = self.server, np.arange(self.layout.n_clients)
-        saved = self.transport.take_traffic()
-        server.start_setup()
-        self._exchange("set-up: shared row norms", everyone, server.setup_message,
-                       server.receive_norm_parts)
         done = {}
-        self._exchange("set-up: row norms", everyone, server.norms_message,
-                       done.__setitem__)
-        server.finish_setup()
-        self.setup_traffic = self.transport.take_traffic()
-        self.transport.traffic = saved
+        with self._apart_from_rounds("setup_traffic"):
+            server.start_setup()
+            self._exchange("set-up: shared row norms", everyone, server.setup_message,
+                           server.receive_norm_parts)
+            self._exchange("set-up: row norms", everyone, server.norms_message,
+                           done.__setitem__)
+            server.finish_setup()
         max_q = max((d.max_sq_norm for d in done.values()), default=0.0)
         check_encoding_range(self.settings, max_q,
                              max((d.max_abs_label for d in done.values()), default=0.0),
@@ -213,9 +212,8 @@ class HyFDCARun:
         """
         avail = self.available()
         before = self.counts.as_dict()
-        lossy = getattr(self.transport, "may_lose", False)
-        if lossy:
-            self.transport.start_round(self.round)
+        lossy = self.transport.may_lose
+        self.transport.start_round(self.round)
         while True:
             if avail.size == 0:  # every invited client was lost: nothing moves this round
                 return self._finish_round(avail, before, 0.0)
@@ -227,6 +225,19 @@ class HyFDCARun:
                     raise
                 self._restore(saved)
                 avail = np.setdiff1d(avail, lost.clients)
+
+    @contextmanager
+    def _apart_from_rounds(self, name):
+        """Exchanges outside the rounds (set-up, certificate, prediction): the transport
+        starts them as a round of its own, and their traffic is kept in attribute
+        ``name`` instead of being charged to the next round's record."""
+        saved = self.transport.take_traffic()
+        self.transport.start_round()
+        try:
+            yield
+        finally:
+            setattr(self, name, self.transport.take_traffic())
+            self.transport.traffic = saved
 
     def _exchange(self, phase, clients, build, receive):
         """One round trip through the transport, holding it to its contract: one reply per
@@ -269,28 +280,28 @@ class HyFDCARun:
         if plan.dual_sync_phase:
             eligible = self._eligible(avail)
             self._exchange("dual sync + primal aggregation", avail,
-                               lambda k: server.round_start(k, eligible[k], self.round),
-                               server.receive_primal)
+                           lambda k: server.round_start(k, eligible[k], self.round),
+                           server.receive_primal)
 
         server.start_inner_products(avail)
         if plan.inner_products:
             self._exchange("secure inner product", avail,
-                               lambda k: server.weights_message(
-                                   k, with_sync=not plan.dual_sync_phase),
-                               server.receive_parts)
+                           lambda k: server.weights_message(
+                               k, with_sync=not plan.dual_sync_phase),
+                           server.receive_parts)
             server.sum_parts()
 
         server.start_dual_aggregation(avail)
         self._exchange("local dual method", avail,
-                           lambda k: server.margins_message(k, with_weights=self.local_margins),
-                           server.receive_dual_update)
+                       lambda k: server.margins_message(k, with_weights=self.local_margins),
+                       server.receive_dual_update)
         compute, compute_ops = self._measured_compute(avail)
 
         tag = f"round-{self.round}"
         updates = {}
         self._exchange("primal aggregation", avail,
                            lambda k: server.delta_message(k, avail, tag, self.round,
-                                                          plan.predraw),
+                                                      plan.predraw),
                            updates.__setitem__)
         revealed = None
         if self.settings.line_search:
@@ -301,10 +312,10 @@ class HyFDCARun:
 
         if plan.second_inner_product:
             self._exchange("second secure inner product", avail,
-                               lambda k: msg.WeightsAndRequest(
-                                   server.w[server.feature_ids[k]],
-                                   np.arange(server.sample_ids[k].size)),
-                               server.store_all_parts)
+                           lambda k: msg.WeightsAndRequest(
+                               server.w[server.feature_ids[k]],
+                               np.arange(server.sample_ids[k].size)),
+                           server.store_all_parts)
 
         return self._finish_round(avail, before, g, compute, compute_ops)
 
@@ -337,10 +348,11 @@ class HyFDCARun:
         everyone = np.arange(self.layout.n_clients)
         tag = f"prediction-{self.round}"
         shares = {}
-        self._exchange("prediction", everyone,
-                       lambda k: msg.PredictRequest(w[self.server.feature_ids[k]],
-                                                    int(n_samples), everyone, tag),
-                       lambda k, reply: shares.__setitem__(k, reply.shares))
+        with self._apart_from_rounds("prediction_traffic"):
+            self._exchange("prediction", everyone,
+                           lambda k: msg.PredictRequest(w[self.server.feature_ids[k]],
+                                                        int(n_samples), everyone, tag),
+                           lambda k, reply: shares.__setitem__(k, reply.shares))
         margins = masked_total(shares.items(), everyone, self.frac_bits,
                                tag=f"prediction sums, {tag}")
         return sign_labels(margins), margins
@@ -355,29 +367,25 @@ class HyFDCARun:
         a secure inner product and the loss and conjugate sums are masked secure sums.
         The server's training state is left as it was.
         """
-        transport, server = self.transport, self.server
+        server = self.server
         everyone = np.arange(self.layout.n_clients)
-        if getattr(transport, "may_lose", False):
-            transport.start_round()  # crashed clients restart; its exchanges retransmit
-        saved = transport.take_traffic()
         v, parts, shares = {}, {}, {}
-        self._exchange("certificate: dual sync + primal aggregation", everyone,
+        tag = f"certificate-{self.round}"
+        with self._apart_from_rounds("certificate_traffic"):
+            self._exchange("certificate: dual sync + primal aggregation", everyone,
                            lambda k: server.dual_sync(k, commit=False),
                            lambda k, reply: v.__setitem__(k, reply.v))
-        w = server.aggregate_primal([v[k] for k in everyone])
-        self._exchange("certificate: inner products", everyone,
+            w = server.aggregate_primal([v[k] for k in everyone])
+            self._exchange("certificate: inner products", everyone,
                            lambda k: msg.WeightsAndRequest(
                                w[server.feature_ids[k]], np.arange(server.sample_ids[k].size)),
                            lambda k, reply: parts.__setitem__(k, reply.parts))
-        margins = server.full_margins(parts)
-        tag = f"certificate-{self.round}"
-        self._exchange("certificate: loss and conjugate sums", everyone,
+            margins = server.full_margins(parts)
+            self._exchange("certificate: loss and conjugate sums", everyone,
                            lambda k: server.eval_message(k, margins, everyone, tag),
                            lambda k, reply: shares.__setitem__(k, reply.shares))
         loss_sum, conj_sum = masked_total(shares.items(), everyone, self.frac_bits,
                                           tag=f"certificate sums, {tag}")
-        self.certificate_traffic = transport.take_traffic()
-        transport.traffic = saved
         reg = 0.5 * self.settings.lam * float(w @ w)
         return checked_certificate(reg + loss_sum, -reg + conj_sum, w, lam=self.settings.lam,
                                    frac_bits=self.frac_bits, n_clients=self.layout.n_clients,

@@ -80,24 +80,20 @@ def run_hyfdca(dataset, settings, *, max_rounds=100, tol=None, rel_tol=None, eva
         history = History.from_state(description["history"])
         history.p_star = p_star if p_star is not None else history.p_star
     else:
-        if checkpoint is not None and latest_checkpoint(checkpoint) is not None:
-            raise CheckpointError(
-                f"{checkpoint} already holds a checkpoint ("
-                f"{latest_checkpoint(checkpoint).name}): pass resume=True to continue it, "
-                f"or choose another folder")
+        earlier = None if checkpoint is None else latest_checkpoint(checkpoint)
+        if earlier is not None:
+            raise CheckpointError(f"{checkpoint} already holds a checkpoint ({earlier.name}): "
+                                  f"pass resume=True to continue it, or choose another folder")
         run = engine_class(dataset, settings, **options)
         history = History(p_star=p_star)
-    every = checkpoint_every or eval_every
-
     def save():
-        if checkpoint is not None:
-            save_checkpoint(checkpoint, dict(identity, round=run.round,
-                                             history=history.state()),
-                            run.model, run.checkpoint_files())
+        save_checkpoint(checkpoint, dict(identity, round=run.round, history=history.state()),
+                        run.model, run.checkpoint_files())
 
     train(run, history, max_rounds=max_rounds, tol=tol, rel_tol=rel_tol,
           eval_every=eval_every, validation=validation, progress=progress,
-          callback=callback, stop=stop, save=save, save_every=every, resumed=resume)
+          callback=callback, stop=stop, save=None if checkpoint is None else save,
+          save_every=checkpoint_every or eval_every, resumed=resume)
     return run, history
 
 
@@ -107,8 +103,8 @@ def train(run, history, *, max_rounds, tol=None, rel_tol=None, eval_every=1,
     """The loop of :func:`run_hyfdca` on an engine ``run`` already built (also the server
     side of a deployment, ``HyFDCARun.remote``): certify round 0 (unless ``resumed``),
     run rounds up to ``max_rounds``, certify every ``eval_every`` rounds and at the end,
-    stop on the certified gap, divergence or ``stop()``; ``save()`` every ``save_every``
-    rounds and at the end. ``run.model`` is the certificate with the smallest primal."""
+    stop on the certified gap, divergence or ``stop()``; ``save()`` (if given) at round 0,
+    every ``save_every`` rounds and at the end. ``run.model`` is the certificate with the smallest primal."""
 
     def evaluate():
         primal, dual, w = _guarded(run, run.certificate)
@@ -119,16 +115,13 @@ def train(run, history, *, max_rounds, tol=None, rel_tol=None, eval_every=1,
             run.model = w
         return _certified_gap(history, primal, dual)
 
-    def saving():
-        if save is not None:
-            save()
-
     if resumed:
         last = history.last_evaluation
         gap, primal = _certified_gap(history, last["primal"], last["dual"])
     else:
         gap, primal = evaluate()
-        saving()
+        if save is not None:
+            save()
     rounds = range(run.round, max_rounds)
     if progress:
         from tqdm import tqdm
@@ -147,8 +140,8 @@ def train(run, history, *, max_rounds, tol=None, rel_tol=None, eval_every=1,
             if progress:
                 rounds.set_postfix(gap=f"{gap:.2e}")
             stopping |= converged(gap, primal, tol, rel_tol) or not np.isfinite(gap)
-        if save_every and (run.round % save_every == 0 or stopping):
-            saving()
+        if save is not None and (run.round % save_every == 0 or stopping):
+            save()
         if callback is not None:
             callback(run)
         if stopping:

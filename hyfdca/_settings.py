@@ -5,7 +5,7 @@ from dataclasses import dataclass, fields, replace
 import numpy as np
 
 from feddata import PARTICIPATION_KINDS as PARTICIPATION
-from solvers import LOSS_CODES, loss_code
+from solvers import CLASSIFICATION_LOSSES, LOSS_CODES, loss_code
 
 # auto-partial's iic at lam >= AUTO_PARTIAL_LAM; below, iic = AUTO_PARTIAL_IIC lam /
 # AUTO_PARTIAL_LAM (_preset_values): stale margins drift by about H (x_i . x_j) / (lam N)
@@ -246,8 +246,11 @@ class HyFDCASettings:
 
 
 def check_classification_labels(y, loss):
-    """A classification loss reads labels as -1 and +1 (the estimators encode theirs).
-    Each client checks its own labels at set-up; the batched engine checks them all."""
+    """A classification loss reads labels as -1 and +1 (the estimators encode theirs);
+    other losses take any label. Each client checks its own labels at set-up; the batched
+    engine checks them all."""
+    if loss not in CLASSIFICATION_LOSSES:
+        return
     bad = np.flatnonzero((y != 1.0) & (y != -1.0))
     if bad.size:
         found = np.unique(y)

@@ -36,7 +36,13 @@ class Transport(ABC):
     (phase, client id, message), for audits, and everything the server saw, sent and
     received, in order, in ``transcript`` as (direction "down" or "up", phase, client id,
     message), for attacks on it (``hyfdca.attacks``).
+
+    ``may_lose``: whether a client's reply can fail to arrive (then the run snapshots a
+    round's state to roll it back, ``HyFDCARun.step``); ``start_round`` tells the
+    transport a round (or, with None, a certificate) begins.
     """
+
+    may_lose = False
 
     def __init__(self, evaluator, record=False):
         self.evaluator = evaluator
@@ -56,6 +62,9 @@ class Transport(ABC):
         build every message first and send them at once: the iterates are the same, the
         masking backend's refresh traffic can be larger. Implementations call
         :meth:`_open` once and :meth:`_sent` / :meth:`_received` per message."""
+
+    def start_round(self, round_=None):
+        """A new round ``round_`` (None: an exchange outside the rounds) begins."""
 
     def _open(self, phase):
         self.traffic.rtc += 1
@@ -233,10 +242,10 @@ class FaultyTransport(InProcessTransport):
         if self._faulty("drop", phase, k, scripted=False):  # (a scripted drop loses the reply)
             self.faults.dropped += 1
             return None
-        copies = 2 if self._faulty("duplicate", phase, k) else 1
-        self.faults.duplicated += copies - 1
-        replies = [self._endpoint(k, message, message_id) for _ in range(copies)]
-        reply = replies[0]
+        reply = self._endpoint(k, message, message_id)
+        if self._faulty("duplicate", phase, k):  # the message arrives twice: handled once
+            self.faults.duplicated += 1
+            self._endpoint(k, message, message_id)
         if self._faulty("drop", phase, k):
             self.faults.dropped += 1
             return None

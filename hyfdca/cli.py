@@ -59,10 +59,11 @@ def cmd_train(args):
 
     out = prepare_output(args.output)
     checkpoint = Path(args.checkpoint) if args.checkpoint else out / "checkpoint"
-    if not args.resume and latest_checkpoint(checkpoint) is not None:
+    earlier = None if args.resume else latest_checkpoint(checkpoint)
+    if earlier is not None:
         raise SystemExit(f"hyfdca: {checkpoint} holds the checkpoint of an earlier run "
-                         f"({latest_checkpoint(checkpoint).name}): add --resume to continue "
-                         f"it, or choose another --output or --checkpoint")
+                         f"({earlier.name}): add --resume to continue it, or choose another "
+                         f"--output or --checkpoint")
     fed, validation = _problem(args)
     settings = HyFDCASettings.from_variant(
         args.variant, loss=args.loss, lam=args.lam, H=args.H, iic=args.iic,

@@ -3,6 +3,7 @@
 import bz2
 import gzip
 import zlib
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -27,27 +28,24 @@ def open_maybe_compressed(path):
     return open(path, "rb")
 
 
-def is_corrupt_stream(err):
-    """True for the errors of a truncated or corrupt gzip or bzip2 stream (not for the
-    system's errors, which carry an errno: permissions, missing files)."""
-    return isinstance(err, (EOFError, zlib.error)) or (isinstance(err, OSError)
-                                                       and err.errno is None)
-
-
-def corrupt_stream_error(path, err):
-    return ValueError(f"cannot read {path}: the compressed data is truncated or corrupt "
-                      f"({err})")
+@contextmanager
+def corrupt_stream_named(name):
+    """Inside the block, a truncated or corrupt gzip or bzip2 stream becomes a ValueError
+    naming ``name``; the system's own errors (they carry an errno: permissions, missing
+    files) pass unchanged."""
+    try:
+        yield
+    except (EOFError, zlib.error, OSError) as err:
+        if isinstance(err, OSError) and err.errno is not None:
+            raise
+        raise ValueError(f"cannot read {name}: the compressed data is truncated or corrupt "
+                         f"({err})") from err
 
 
 def read_idx(path):
     """An IDX file as a NumPy array; ValueError naming the file if it is malformed."""
-    try:
-        with open_maybe_compressed(path) as handle:
-            raw = handle.read()
-    except (EOFError, zlib.error, OSError) as err:
-        if not is_corrupt_stream(err):
-            raise
-        raise corrupt_stream_error(path, err) from err
+    with corrupt_stream_named(path), open_maybe_compressed(path) as handle:
+        raw = handle.read()
     if len(raw) < 4 or raw[0] != 0 or raw[1] != 0 or raw[2] not in _IDX_DTYPES:
         raise ValueError(f"{path} is not an IDX file (bad magic number {raw[:4]!r})")
     ndim = raw[3]

@@ -1,13 +1,12 @@
 """LIBSVM text files: a9a, news20.binary, covtype.binary, mnist."""
 
-import zlib
 from pathlib import Path
 
 import numpy as np
 from sklearn.datasets import load_svmlight_file
 
 from feddata.datasets._base import find_data_file, make_dataset
-from feddata.datasets._idx import corrupt_stream_error, is_corrupt_stream, open_maybe_compressed
+from feddata.datasets._idx import corrupt_stream_named, open_maybe_compressed
 
 
 INDEX_MAX = np.iinfo(np.int32).max
@@ -60,25 +59,17 @@ def load_libsvm(path, *, n_features=None, name=None, normalize=False, task="clas
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"LIBSVM file {path} does not exist")
-    try:
-        X, y = load_svmlight_file(str(path), n_features=n_features, dtype=np.float64,
-                                  zero_based=False)
-        error = None if np.isfinite(X.data).all() and np.isfinite(y).all() else "non-finite"
-        if error is None and X.shape[1] > INDEX_MAX:
-            error = "index"
-    except (ValueError, RuntimeError, OverflowError) as err:
-        error = err
-    except (EOFError, zlib.error, OSError) as err:
-        if not is_corrupt_stream(err):
-            raise  # permissions and the like: the system's own message names the file
-        raise corrupt_stream_error(f"LIBSVM file {path}", err) from err
-    if error is not None:
+    with corrupt_stream_named(f"LIBSVM file {path}"):
         try:
-            bad = _first_bad_line(path, n_features)
-        except (EOFError, zlib.error, OSError) as err:
-            if not is_corrupt_stream(err):
-                raise
-            raise corrupt_stream_error(f"LIBSVM file {path}", err) from err
+            X, y = load_svmlight_file(str(path), n_features=n_features, dtype=np.float64,
+                                      zero_based=False)
+            error = None if np.isfinite(X.data).all() and np.isfinite(y).all() else "non-finite"
+            if error is None and X.shape[1] > INDEX_MAX:
+                error = "index"
+        except (ValueError, RuntimeError, OverflowError) as err:
+            error = err
+        bad = _first_bad_line(path, n_features) if error is not None else None
+    if error is not None:
         where = f"line {bad[0]}: {bad[1]}" if bad else str(error)
         raise ValueError(f"cannot read LIBSVM file {path}, {where}") from (
             error if isinstance(error, Exception) else None)

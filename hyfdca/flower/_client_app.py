@@ -20,12 +20,12 @@ from functools import lru_cache, partial
 from flwr.app import ConfigRecord, Message, RecordDict
 from flwr.clientapp import ClientApp
 
+from hyfdca._checkpoint import array_bytes
 from hyfdca._client import Client
 from hyfdca._messages import PredictRequest
 from hyfdca._settings import HyFDCASettings
 from hyfdca.flower._files import read_block, read_client_keys
-from hyfdca.flower._wire import (CONFIGURE, DESCRIBE, PHASE_ACTIONS, RECORD, array_bytes,
-                                 pack, unpack)
+from hyfdca.flower._wire import CONFIGURE, DESCRIBE, PHASE_ACTIONS, RECORD, pack, unpack
 
 SESSION = "hyfdca-session"
 
@@ -37,14 +37,25 @@ def _setting(context, key, defaults, default=None):
     return default
 
 
+def _party_file(context, defaults, kind, k):
+    """``<kind>-file`` of the node, else ``<kind>-dir``/client-<k>.npz."""
+    return (_setting(context, f"{kind}-file", defaults)
+            or f"{_setting(context, f'{kind}-dir', defaults)}/client-{k}.npz")
+
+
+def _store(context, client, settings_json):
+    """Keep the client's session in the node's context until its next message."""
+    context.state[SESSION] = ConfigRecord({"session": pickle.dumps(client.session()),
+                                           "settings": settings_json})
+
+
 def _identity(context, defaults):
     """(client id, data file, keys file) of this node."""
     k = int(_setting(context, "client-id", defaults,
                      context.node_config.get("partition-id", -1)))
     if k < 0:
         raise ValueError("no client-id in the node configuration")
-    data = (_setting(context, "data-file", defaults)
-            or f"{_setting(context, 'data-dir', defaults)}/client-{k}.npz")
+    data = _party_file(context, defaults, "data", k)
     keys = (_setting(context, "keys-file", defaults)
             or _setting(context, "client-keys", defaults))
     if not keys:
@@ -81,8 +92,7 @@ def configure(message, context, defaults):
                          f"bits, the run {config['frac_bits']}")
     settings = HyFDCASettings.from_dict(json.loads(config["settings"]))
     client = Client(k, _block(data), keys, masker, settings, json.loads(config["stream"]))
-    context.state[SESSION] = ConfigRecord({
-        "session": pickle.dumps(client.session()), "settings": config["settings"]})
+    _store(context, client, config["settings"])
     return Message(RecordDict({RECORD: ConfigRecord({"client": k})}), reply_to=message)
 
 
@@ -96,12 +106,9 @@ def answer(message, context, defaults):
                            pickle.loads(stored["session"]))
     request = unpack(message.content)
     if isinstance(request, PredictRequest):
-        client.hold_for_prediction(_block(
-            _setting(context, "predict-file", defaults)
-            or f"{_setting(context, 'predict-dir', defaults)}/client-{k}.npz"))
+        client.hold_for_prediction(_block(_party_file(context, defaults, "predict", k)))
     reply = client.handle(request)
-    context.state[SESSION] = ConfigRecord({"session": pickle.dumps(client.session()),
-                                           "settings": stored["settings"]})
+    _store(context, client, stored["settings"])
     return Message(pack(reply), reply_to=message)
 
 

@@ -28,12 +28,13 @@ from flwr.app import ConfigRecord, Message, RecordDict
 from flwr.serverapp import ServerApp
 
 from feddata import History, Layout
+from hyfdca._checkpoint import bytes_array
 from hyfdca._protocol import HyFDCARun
 from hyfdca._run import train
 from hyfdca._settings import HyFDCASettings
 from hyfdca.flower._files import read_server_keys
-from hyfdca.flower._transport import ClientError, FlowerTransport
-from hyfdca.flower._wire import CONFIGURE, DESCRIBE, RECORD, bytes_array
+from hyfdca.flower._transport import FlowerTransport, send_all
+from hyfdca.flower._wire import CONFIGURE, DESCRIBE, RECORD
 
 def wait_for_nodes(grid, count, timeout):
     deadline = time.monotonic() + timeout
@@ -51,14 +52,11 @@ def _ask(grid, nodes, action, contents):
     """One Flower round trip outside the protocol; replies in node order."""
     out = [Message(RecordDict({RECORD: ConfigRecord(c)}), dst_node_id=n,
                    message_type=f"query.{action}") for n, c in zip(nodes, contents)]
-    replies = {r.metadata.src_node_id: r for r in grid.send_and_receive(out)}
-    missing = [n for n in nodes if n not in replies]
+    answers = send_all(grid, out, [f"node {n}, {action}" for n in nodes])
+    missing = [n for n, a in zip(nodes, answers) if a is None]
     if missing:
         raise TimeoutError(f"{action}: no reply from nodes {missing}")
-    for n in nodes:
-        if replies[n].has_error():
-            raise ClientError(f"node {n}, {action}: {replies[n].error.reason}")
-    return [replies[n].content[RECORD] for n in nodes]
+    return [a.content[RECORD] for a in answers]
 
 
 def connect(grid, config):

@@ -1,9 +1,6 @@
 """HyFDCA messages inside Flower messages: one Flower message type per protocol phase,
 the HyFDCA message as the bytes of ``encode_message`` (no pickle on the wire)."""
 
-import io
-
-import numpy as np
 from flwr.app import ConfigRecord, RecordDict
 
 from hyfdca._messages import decode_message, encode_message
@@ -36,12 +33,3 @@ def pack(message):
 def unpack(content):
     return decode_message(content[RECORD]["message"])
 
-
-def array_bytes(array):
-    buffer = io.BytesIO()
-    np.save(buffer, np.asarray(array), allow_pickle=False)
-    return buffer.getvalue()
-
-
-def bytes_array(data):
-    return np.load(io.BytesIO(data), allow_pickle=False)
