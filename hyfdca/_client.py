@@ -15,6 +15,13 @@ from hyfdca._settings import check_classification_labels
 from solvers import weighted_objective_sums
 
 
+class _Rows:
+    """What a Client needs of a ClientBlock: X^k and the labels."""
+
+    def __init__(self, X, y):
+        self.X, self.y = X, y
+
+
 class Client:
     """Client k of the protocol. Holds nothing of other clients' data; answers each
     message of the server with one reply (:meth:`handle`).
@@ -100,6 +107,7 @@ class Client:
         handler = {msg.SetupRequest: self.setup_request,
                    msg.SharedNorms: self.setup_norms,
                    msg.RoundStart: self.start_round,
+                   msg.Resync: self.resync,
                    msg.WeightsAndRequest: self.inner_product_parts,
                    msg.Margins: self.local_update,
                    msg.TentativeStep: self.primal_update,
@@ -231,6 +239,26 @@ class Client:
             change = np.zeros(self.X.shape[1])
         return msg.PrimalContribution(change=change, drawn=self.drawn,
                                       refresh=self._take_refresh())
+
+    def resync(self, message):
+        """Rejoin after losing its state: alpha := the synced alpha of all its samples;
+        send v_k = (X^k)^T alpha / (lam N) in full (it replaces the server's old v_k)."""
+        self._pending = None
+        self._synced[:] = 0.0
+        self._synced_mask[:] = False
+        self._apply_sync(message.sync)
+        self._synced[:] = 0.0
+        self._synced_mask[:] = False
+        return msg.PrimalContribution(change=self.X.T @ self.alpha / self.settings.lam_n,
+                                      drawn=np.zeros(0, dtype=np.int64),
+                                      refresh=self._take_refresh())
+
+    def restarted(self):
+        """The same party after a restart that lost its state: its block, keys, settings
+        and draw stream, nothing else (it rejoins through the set-up exchange and
+        :meth:`resync`)."""
+        return Client(self.id, _Rows(self.X, self.y), self.keys, self.masker, self.settings,
+                      self.stream)
 
     def _draw(self, eligible, round_):
         candidates = np.flatnonzero(eligible)

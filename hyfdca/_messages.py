@@ -96,6 +96,14 @@ class PrimalContribution:
 
 
 @dataclass(frozen=True)
+class Resync:
+    """Server -> client that lost its state and rejoins: Enc(alpha_i) for all its samples
+    (the reply is a PrimalContribution carrying v_k in full)."""
+
+    sync: DualSync
+
+
+@dataclass(frozen=True)
 class EvalContribution:
     """Client -> server (certificate): v_k = (X^k)^T alpha / (lam N) over J_k in full."""
 
@@ -225,8 +233,8 @@ class PredictShares:
 
 
 MESSAGE_TYPES = {cls.__name__: cls for cls in (
-    SetupRequest, SharedNormParts, SharedNorms, SetupDone, DualSync, DualRefresh, RoundStart, PrimalContribution, EvalContribution,
-    WeightsAndRequest, InnerProductParts, Margins, DualUpdate, TentativeStep, PrimalUpdate,
+    SetupRequest, SharedNormParts, SharedNorms, SetupDone, DualSync, DualRefresh, RoundStart,
+    PrimalContribution, Resync, EvalContribution, WeightsAndRequest, InnerProductParts, Margins, DualUpdate, TentativeStep, PrimalUpdate,
     EvalRequest, EvalShares, PredictRequest, PredictShares)}
 _MAGIC = b"HYFDCA-MSG1"
 

@@ -121,6 +121,8 @@ class HyFDCARun:
         self.participation = Participation(settings.participation, settings.fraction,
                                            layout.n_clients, self.seed)
         self.round = 0
+        self.rejoin_traffic = []
+        self.skipped_certificates = []  # rounds whose certificate could not reach everyone
         self.max_sq_norm = self._setup()
 
     def _setup(self):
@@ -138,7 +140,6 @@ class HyFDCARun:
                            server.receive_norm_parts)
             self._exchange("set-up: row norms", everyone, server.norms_message,
                            done.__setitem__)
-            server.finish_setup()
         max_q = max((d.max_sq_norm for d in done.values()), default=0.0)
         check_encoding_range(self.settings, max_q,
                              max((d.max_abs_label for d in done.values()), default=0.0),
@@ -205,26 +206,57 @@ class HyFDCARun:
         """Run one outer iteration; return its record (traffic, crypto counts, timing).
 
         Over a transport that can lose messages (``may_lose``), a round applies whole or
-        not at all: if a client's reply does not arrive (``MissingReplies``), the server's
-        and the round's clients' states are restored and the round runs again without
-        that client, which is then absent for the round. The record counts the traffic
-        and encryption work of every attempt.
+        not at all: if a client's reply does not arrive (``MissingReplies``), the server
+        restores its state, the transport has the attempt's clients restore theirs
+        (``Transport.end_attempt``), and the round runs again without that client, which
+        is then absent for the round. Clients the transport reports back after losing
+        their state rejoin first (:meth:`rejoin`). The record counts the traffic and
+        encryption work of every attempt.
         """
-        avail = self.available()
+        for k in self.transport.rejoining():
+            self.rejoin(k)
+        avail = self.transport.reachable(self.available())
         before = self.counts.as_dict()
         lossy = self.transport.may_lose
         self.transport.start_round(self.round)
         while True:
             if avail.size == 0:  # every invited client was lost: nothing moves this round
                 return self._finish_round(avail, before, 0.0)
-            saved = self._snapshot(avail) if lossy else None
+            saved = copy.deepcopy(self.server.state()) if lossy else None
+            self.transport.start_attempt(avail)
             try:
-                return self._step(avail, before)
+                record = self._step(avail, before)
             except MissingReplies as lost:
                 if saved is None:
                     raise
-                self._restore(saved)
+                self.transport.end_attempt(committed=False)
+                self.server.load_state(saved)
                 avail = np.setdiff1d(avail, lost.clients)
+                continue
+            self.transport.end_attempt(committed=True)
+            return record
+
+    def rejoin(self, k):
+        """Client k, back after losing its state, rejoins between rounds: the set-up
+        exchange for it alone (its labels, Enc(q_i) of its shared samples from the
+        server's Enc(q)), then the whole dual sync, and its v_k at the synced alpha
+        replaces its old v_k in w (``Server.receive_resync``; nothing changes if a reply
+        is lost: the client stays away until the transport reports it back again). The
+        traffic is appended to ``rejoin_traffic`` as (round, client, Traffic)."""
+        server, only = self.server, np.array([int(k)])
+        try:
+            with self._apart_from_rounds("_last_rejoin"):
+                self._exchange("set-up: shared row norms", only, server.setup_message,
+                               lambda k, reply: None)
+                self._exchange("set-up: row norms", only, server.norms_message,
+                               lambda k, reply: None)
+                self._exchange("rejoin: dual sync + primal contribution", only,
+                               server.resync_message, server.receive_resync)
+        except MissingReplies:
+            return False
+        finally:
+            self.rejoin_traffic.append((self.round, int(k), self._last_rejoin))
+        return True
 
     @contextmanager
     def _apart_from_rounds(self, name):
@@ -262,16 +294,6 @@ class HyFDCARun:
             return 0.0, 0
         return (max((self.clients[k].compute_seconds for k in avail), default=0.0),
                 max((self.clients[k].compute_ops for k in avail), default=0))
-
-    def _snapshot(self, clients):
-        return copy.deepcopy((self.server.state(),
-                              {k: self.clients[k].state() for k in clients}))
-
-    def _restore(self, saved):
-        server, clients = saved
-        self.server.load_state(server)
-        for k, state in clients.items():
-            self.clients[k].load_state(state)
 
     def _step(self, avail, before):
         server = self.server

@@ -1,7 +1,10 @@
 """The HyFDCA server: plaintext w; alpha only encrypted.
 
 State (docs/algorithm.md section 2): w = sum_k v_k, kept as the sum of the changes of v_k
-the clients report (so stale contributions of absent clients stay in it); Enc(alpha) at
+the clients report (so stale contributions of absent clients stay in it), and each v_k as
+that sum per client (what a client that lost its state replaces when it rejoins: the
+server saw every change anyway); Enc(q) of the shared samples (for a rejoin's set-up);
+Enc(alpha) at
 scale 2^(f + step bits); each client's stored Enc(x_i^k . w) parts (stale for absent
 ones); which alpha entries changed since each client last synced. It holds an Evaluator,
 never a private key, and no data or labels.
@@ -30,6 +33,7 @@ class Server:
         self.step_bits = step_bits(settings)
         self.alpha_scale = frac_bits + self.step_bits
         self.w = np.zeros(self.n_features)
+        self.contribution = [np.zeros(J.size) for J in self.feature_ids]  # v_k in w
         self.client_step = np.ones(len(self.sample_ids))  # g of each client's last round
         self.enc_alpha = evaluator.zeros(self.n_samples, self.alpha_scale)
         self.parts = [evaluator.zeros(I.size, frac_bits) for I in self.sample_ids]
@@ -44,22 +48,19 @@ class Server:
         return msg.SetupRequest(self.holder_counts[self.sample_ids[k]], len(self.sample_ids))
 
     def start_setup(self):
-        self._norm_total = self.evaluator.zeros(self.n_samples, self.frac_bits)
-        self._norm_positions = {}
+        self.enc_norms = self.evaluator.zeros(self.n_samples, self.frac_bits)
+        self.norm_positions = {}
 
     def receive_norm_parts(self, k, reply):
         """Add client k's Enc(||x_i^k||^2) of its shared samples into Enc(q)."""
-        self.evaluator.add_at(self._norm_total, self.sample_ids[k][reply.positions],
+        self.evaluator.add_at(self.enc_norms, self.sample_ids[k][reply.positions],
                               reply.parts)
-        self._norm_positions[k] = reply.positions
+        self.norm_positions[k] = reply.positions
 
     def norms_message(self, k):
-        positions = self._norm_positions[k]
+        positions = self.norm_positions[k]
         return msg.SharedNorms(positions, self.evaluator.take(
-            self._norm_total, self.sample_ids[k][positions]))
-
-    def finish_setup(self):
-        del self._norm_total, self._norm_positions
+            self.enc_norms, self.sample_ids[k][positions]))
 
     def state(self):
         """The server's state between rounds (ciphertexts stay ciphertexts; no key)."""
@@ -96,6 +97,7 @@ class Server:
     def receive_primal(self, k, reply):
         """w += the change of v_k (client after client, in the order of the replies)."""
         self.w[self.feature_ids[k]] += reply.change
+        self.contribution[k] += reply.change
         self.drawn[k] = reply.drawn
         self._receive_refresh(k, reply)
 
@@ -178,6 +180,7 @@ class Server:
         for k, update in updates.items():
             if update.synced is not None:
                 self.w[self.feature_ids[k]] += update.synced
+                self.contribution[k] += update.synced
             dw[self.feature_ids[k]] += update.tentative
         m, g = choose_step(s, revealed_shares, self.w, dw)
         ids = np.flatnonzero(self.touched)
@@ -191,7 +194,8 @@ class Server:
             # must be synced again, so the entries count as changed
             self.version += 1
             self.changed_at[ids] = self.version
-        for k in updates:
+        for k, update in updates.items():
+            self.contribution[k] += g * update.tentative
             self.client_step[k] = g
             if is_full_step(m, s):
                 self.synced_at[k] = self.version  # the client already holds alpha + dalpha
@@ -199,6 +203,24 @@ class Server:
                 self.drawn[k] = next_draws[k]
         self.w = self.w + g * dw
         return g
+
+    # --- a client that lost its state rejoins -----------------------------------------
+
+    def resync_message(self, k):
+        """Enc(alpha_i) for every sample of client k: the whole dual sync."""
+        I = self.sample_ids[k]
+        self.synced_at[k] = self.version
+        self.client_step[k] = 1.0  # nothing tentative is left to settle
+        return msg.Resync(msg.DualSync(np.arange(I.size), self.evaluator.take(self.enc_alpha, I)))
+
+    def receive_resync(self, k, reply):
+        """Client k's v_k at the synced alpha replaces its old one in w:
+        w += v_k(new) - v_k(old)."""
+        J = self.feature_ids[k]
+        self.w[J] += reply.change - self.contribution[k]
+        self.contribution[k] = reply.change.copy()
+        self.drawn[k] = np.zeros(0, dtype=np.int64)
+        self._receive_refresh(k, reply)
 
     def store_all_parts(self, k, reply):
         self.parts[k] = reply.parts

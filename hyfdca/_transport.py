@@ -10,6 +10,7 @@ implement ``exchange`` with the same accounting and carry the messages as bytes
 (``hyfdca._messages.encode_message``).
 """
 
+import copy
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 
@@ -37,9 +38,15 @@ class Transport(ABC):
     received, in order, in ``transcript`` as (direction "down" or "up", phase, client id,
     message), for attacks on it (``hyfdca.attacks``).
 
-    ``may_lose``: whether a client's reply can fail to arrive (then the run snapshots a
-    round's state to roll it back, ``HyFDCARun.step``); ``start_round`` tells the
-    transport a round (or, with None, a certificate) begins.
+    ``may_lose``: whether a client's reply can fail to arrive. Then a round runs in
+    attempts (``HyFDCARun.step``): :meth:`start_attempt` with its clients, and
+    :meth:`end_attempt` with ``committed=False`` when a reply was lost (the server rolls
+    its own state back; the transport sees that the clients roll theirs back) and the
+    round runs again without the lost clients. :meth:`reachable` drops the clients the
+    transport knows cannot be reached, and :meth:`rejoining` names the clients that came
+    back having lost their state (the run resyncs them, ``HyFDCARun.rejoin``).
+    ``start_round`` tells the transport a round (or, with None, an exchange outside the
+    rounds) begins.
     """
 
     may_lose = False
@@ -65,6 +72,20 @@ class Transport(ABC):
 
     def start_round(self, round_=None):
         """A new round ``round_`` (None: an exchange outside the rounds) begins."""
+
+    def start_attempt(self, clients):
+        """An attempt at the round with ``clients`` begins."""
+
+    def end_attempt(self, committed):
+        """The attempt was applied (``committed``) or is being rolled back."""
+
+    def reachable(self, clients):
+        """The ``clients`` (sorted ids) that can be reached this round."""
+        return clients
+
+    def rejoining(self):
+        """Clients back after losing their state, to be resynced before the round."""
+        return []
 
     def _open(self, phase):
         self.traffic.rtc += 1
@@ -105,13 +126,13 @@ class InProcessTransport(Transport):
             receive(k, reply)
 
 
-FAULTS = ("drop", "delay", "duplicate", "crash")
+FAULTS = ("drop", "delay", "duplicate", "crash", "restart")
 
 
-def _needs_everyone(phase):
-    """The set-up and the certificate need every client and change no round's state:
-    their messages are retransmitted, and a crash there is a lost message."""
-    return phase.startswith(("set-up", "certificate"))
+def _outside_rounds(phase):
+    """The set-up, a rejoin and the certificate change no round's state: their messages
+    are retransmitted, and a crash there is a lost message."""
+    return phase.startswith(("set-up", "rejoin", "certificate"))
 
 
 class MissingReplies(RuntimeError):
@@ -130,6 +151,7 @@ class FaultCounts:
     delayed: int = 0
     duplicated: int = 0
     crashed: int = 0
+    restarted: int = 0
     retransmitted: int = 0
     stale_discarded: int = 0
     duplicates_ignored: int = 0
@@ -148,12 +170,15 @@ class FaultyTransport(InProcessTransport):
     * ``crash``: at a phase of a round, the client crashes and is unreachable for the
       rest of the round (it comes back next round with its state as of its last
       committed round; in the certificate, which changes no state, a crash is a lost
-      message).
+      message);
+    * ``restart`` (scripted only): at a phase of a round, the client crashes and loses
+      its state (``Client.restarted``); it is back at the next round's start and
+      rejoins (:meth:`rejoining`).
 
     ``script``: faults at given places besides the random ones, as (round, phase, client,
-    fault) tuples with fault one of "drop", "delay", "duplicate", "crash" (each applies
-    once, to the first sending there; a scripted drop or delay hits the reply, after the
-    client handled the message).
+    fault) tuples with fault one of ``FAULTS`` (each applies once, to the first sending
+    there; a scripted drop or delay hits the reply, after the client handled the
+    message).
 
     A message lost or late is sent again up to ``retries`` times; a client whose reply
     still does not arrive is reported by :class:`MissingReplies`, and the run treats it as
@@ -186,6 +211,8 @@ class FaultyTransport(InProcessTransport):
         self.round = None
         self.faults = FaultCounts()
         self.crashed = set()
+        self.returning = set()  # restarted: back next round, without their state
+        self._saved = {}        # the attempt's clients' states, to roll them back
         self._next_id = 0
         self._seen = {}   # client -> (message id, reply): a client endpoint's last answer
         self._late = {}   # client -> a late reply, still travelling
@@ -196,18 +223,37 @@ class FaultyTransport(InProcessTransport):
         self.crashed.clear()
         self.round = round_
 
+    def start_attempt(self, clients):
+        self._saved = {int(k): copy.deepcopy(self.clients[k].state()) for k in clients}
+
+    def end_attempt(self, committed):
+        """A rolled-back attempt restores its clients' states (a restarted client keeps
+        its new, empty one)."""
+        if not committed:
+            for k, state in self._saved.items():
+                if k not in self.returning:
+                    self.clients[k].load_state(state)
+        self._saved = {}
+
+    def reachable(self, clients):
+        return np.setdiff1d(clients, sorted(self.returning))
+
+    def rejoining(self):
+        back, self.returning = sorted(self.returning), set()
+        return back
+
     def _faulty(self, fault, phase, k, scripted=True):
         place = (self.round, phase, int(k), fault)
         if scripted and place in self.script:
             self.script.discard(place)
             return True
-        p = getattr(self, fault)
+        p = getattr(self, fault, 0.0)
         applies = self.phases is None or phase in self.phases
         return applies and p > 0.0 and self.rng.random() < p
 
     def exchange(self, phase, clients, build, receive):
         self._open(phase)
-        budget = self.certificate_retries if _needs_everyone(phase) else self.retries
+        budget = self.certificate_retries if _outside_rounds(phase) else self.retries
         missing = []
         for k in clients:
             if self._late.pop(k, None) is not None:
@@ -232,11 +278,16 @@ class FaultyTransport(InProcessTransport):
 
     def _round_trip(self, phase, k, message, message_id):
         """The reply to one sending of ``message``, or None if it is lost or late."""
-        if (not _needs_everyone(phase) and k not in self.crashed
-                and self._faulty("crash", phase, k)):
-            self.crashed.add(k)
-            self.faults.crashed += 1
-        if k in self.crashed:
+        if not _outside_rounds(phase) and k not in self.crashed:
+            if self._faulty("restart", phase, k):
+                self.clients[k] = self.clients[k].restarted()
+                self.returning.add(k)
+                self.crashed.add(k)
+                self.faults.restarted += 1
+            elif self._faulty("crash", phase, k):
+                self.crashed.add(k)
+                self.faults.crashed += 1
+        if k in self.crashed or k in self.returning:  # (restarted: away until it rejoins)
             return None
         self._sent(phase, k, message)
         if self._faulty("drop", phase, k, scripted=False):  # (a scripted drop loses the reply)

@@ -210,3 +210,70 @@ def test_a_certificate_that_cannot_reach_everyone_is_named(grid):
                                      phases={"certificate: dual sync + primal aggregation"}))
     with pytest.raises(MissingReplies, match="certificate: dual sync.*no reply from client"):
         run.certificate()
+
+
+# --- a client that loses its state rejoins ------------------------------------------------
+
+def assert_w_accounts_for_each_client(run):
+    """w = sum_k v_k, and the server's v_k of every client is (X^k)^T alpha^(k) / (lam N)
+    at the client's own settled copy of alpha: no contribution counted twice or lost."""
+    server = run.server
+    total = np.zeros_like(server.w)
+    for k, client in enumerate(run.clients):
+        alpha = client.settled_alpha(server.client_step[k])
+        np.testing.assert_allclose(server.contribution[k],
+                                   client.X.T @ alpha / run.settings.lam_n, atol=1e-9)
+        total[server.feature_ids[k]] += server.contribution[k]
+    np.testing.assert_allclose(server.w, total, atol=1e-9)
+
+
+def test_the_server_accounts_for_each_clients_contribution(grid):
+    run = HyFDCARun(grid, partial(), crypto="mask")
+    for _ in range(6):
+        run.step()
+        assert_w_accounts_for_each_client(run)
+
+
+@pytest.mark.parametrize("phase", PHASES)
+def test_a_restarted_client_rejoins_and_the_run_converges(grid, phase):
+    """Client k crashes in round 3 and comes back with no state: the round runs without
+    it, and before round 4 it rejoins (set-up for it alone, the whole dual sync, its v_k
+    replaces the old one); the server's w then accounts for every client exactly, and
+    the run certifies its tolerance about as fast as without the fault."""
+    probe = HyFDCARun(grid, partial(), crypto="mask")
+    for _ in range(3):
+        probe.step()
+    k = int(probe.available()[0])
+    run = HyFDCARun(grid, partial(), crypto="mask",
+                    transport=faulty(script=[(3, phase, k, "restart")]))
+    records = [run.step() for _ in range(5)]
+    assert run.transport.faults.restarted == 1
+    assert records[3]["available"] == len(probe.available()) - 1
+    assert [(t, c, traffic.rtc) for t, c, traffic in run.rejoin_traffic] == [(4, k, 3)]
+    assert run.clients[k].q is not None  # its set-up values came back
+    assert_w_accounts_for_each_client(run)
+    history = train_to(run, 1e-2, 1000)
+    primal, dual = history.certified()
+    assert primal - dual <= 1e-2 * primal
+    assert run.round < 700  # fault-free: 460 rounds (test_random_faults_...)
+    assert_w_accounts_for_each_client(run)
+
+
+def test_a_client_restarted_when_its_reply_is_lost_rejoins_too(grid):
+    """Restarted in two rounds running, once at the first phase: it rejoins twice."""
+    run = HyFDCARun(grid, partial(fraction=1.0), crypto="mask",
+                    transport=faulty(script=[(2, "local dual method", 1, "restart"),
+                                             (3, "dual sync + primal aggregation", 1,
+                                              "restart")]))
+    records = [run.step() for _ in range(5)]
+    assert [r["available"] for r in records] == [4, 4, 3, 3, 4]
+    assert [(t, c) for t, c, _ in run.rejoin_traffic] == [(3, 1), (4, 1)]
+    assert_w_accounts_for_each_client(run)
+
+
+def train_to(run, rel_tol, max_rounds):
+    from feddata import History
+    from hyfdca._run import train
+    history = History()
+    train(run, history, max_rounds=max_rounds, eval_every=10, rel_tol=rel_tol)
+    return history

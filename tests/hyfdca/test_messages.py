@@ -37,6 +37,7 @@ def _examples(keys):
         msg.RoundStart(7, sync, rng.random(10) < 0.5),
         msg.PrimalContribution(w, pos, refresh),
         msg.PrimalContribution(w, pos),
+        msg.Resync(sync),
         msg.EvalContribution(w),
         msg.WeightsAndRequest(w, pos, sync),
         msg.WeightsAndRequest(w, pos),
