@@ -10,6 +10,7 @@ from hyfdca._batched import BatchedHyFDCA
 from hyfdca._checkpoint import (CheckpointError, check_same_run, dataset_fingerprint,
                                 latest_checkpoint, load_checkpoint, save_checkpoint)
 from hyfdca._protocol import HyFDCARun
+from hyfdca._transport import MissingReplies
 from solvers import sign_labels
 
 ENGINES = ("protocol", "batched")
@@ -107,7 +108,15 @@ def train(run, history, *, max_rounds, tol=None, rel_tol=None, eval_every=1,
     every ``save_every`` rounds and at the end. ``run.model`` is the certificate with the smallest primal."""
 
     def evaluate():
-        primal, dual, w = _guarded(run, run.certificate)
+        try:
+            primal, dual, w = _guarded(run, run.certificate)
+        except MissingReplies:
+            # a client is away (a transport that may lose it): certify when it is back
+            if not (run.transport.may_lose and history.evaluations):
+                raise
+            run.skipped_certificates.append(run.round)
+            last = history.last_evaluation
+            return _certified_gap(history, last["primal"], last["dual"])
         first = not history.evaluations
         history.add_evaluation(run.round, primal, dual, _accuracy(w, validation))
         best_primal, best_dual = history.certified()

@@ -25,7 +25,8 @@ from hyfdca._client import Client
 from hyfdca._messages import PredictRequest
 from hyfdca._settings import HyFDCASettings
 from hyfdca.flower._files import read_block, read_client_keys
-from hyfdca.flower._wire import CONFIGURE, DESCRIBE, PHASE_ACTIONS, RECORD, pack, unpack
+from hyfdca.flower._wire import (CONFIGURE, DESCRIBE, PHASE_ACTIONS, RECORD, attempts, pack,
+                                 unpack)
 
 SESSION = "hyfdca-session"
 
@@ -43,10 +44,27 @@ def _party_file(context, defaults, kind, k):
             or f"{_setting(context, f'{kind}-dir', defaults)}/client-{k}.npz")
 
 
-def _store(context, client, settings_json):
-    """Keep the client's session in the node's context until its next message."""
+def _store(context, client, settings_json, held=0, snapshot=b""):
+    """Keep the client's session in the node's context until its next message, with the
+    snapshot of its state from before round attempt ``held`` (0: none)."""
     context.state[SESSION] = ConfigRecord({"session": pickle.dumps(client.session()),
-                                           "settings": settings_json})
+                                           "settings": settings_json, "held": held,
+                                           "snapshot": snapshot})
+
+
+def _session_for(stored, attempt, committed):
+    """(session bytes, held attempt, snapshot) to answer a message of round attempt
+    ``attempt`` (0: outside the rounds) when the server's last committed attempt for this
+    client is ``committed``: a held attempt that a later message shows was not committed
+    is rolled back to its snapshot; a new attempt takes a snapshot first."""
+    session, held, snapshot = stored["session"], int(stored["held"]), stored["snapshot"]
+    if held and held != attempt:
+        if committed < held:
+            session = snapshot
+        held, snapshot = 0, b""
+    if attempt and not held:
+        held, snapshot = attempt, session
+    return session, held, snapshot
 
 
 def _identity(context, defaults):
@@ -102,20 +120,21 @@ def answer(message, context, defaults):
     stored = context.state[SESSION]
     keys, masker = _keys(keys_file)
     settings = HyFDCASettings.from_dict(json.loads(stored["settings"]))
-    client = Client.resume(_block(data), keys, masker, settings,
-                           pickle.loads(stored["session"]))
+    session, held, snapshot = _session_for(stored, *attempts(message.content))
+    client = Client.resume(_block(data), keys, masker, settings, pickle.loads(session))
     request = unpack(message.content)
     if isinstance(request, PredictRequest):
         client.hold_for_prediction(_block(_party_file(context, defaults, "predict", k)))
     reply = client.handle(request)
-    _store(context, client, stored["settings"])
+    _store(context, client, stored["settings"], held, snapshot)
     return Message(pack(reply), reply_to=message)
 
 
-def make_client_app(defaults=None):
-    """A ClientApp; ``defaults`` fill in what neither the node nor the run configures."""
+def make_client_app(defaults=None, mods=()):
+    """A ClientApp; ``defaults`` fill in what neither the node nor the run configures;
+    ``mods``: Flower mods around every message (e.g. for fault injection in tests)."""
     defaults = dict(defaults or {})
-    app = ClientApp()
+    app = ClientApp(mods=list(mods))
     for action, handler in ((DESCRIBE, describe), (CONFIGURE, configure),
                             *((a, answer) for a in PHASE_ACTIONS.values())):
         app.query(action)(partial(handler, defaults=defaults))

@@ -9,8 +9,11 @@ simulation helper):
 * ``server-keys``: the server's key file of ``hyfdca keys``;
 * ``settings``: HyFDCASettings as JSON (``json.dumps(settings.as_dict())``);
 * ``seed``, ``frac-bits``, ``max-rounds``, ``eval-every``, ``rel-tol`` (0: none),
-  ``phase-timeout`` (seconds a phase waits for replies; 0: no limit);
-* ``output``: folder for model.npy, history.json and history.csv;
+  ``phase-timeout`` (seconds a phase waits for replies; 0: no limit, and a party that
+  does not answer stops the run; with a limit, it is absent and may rejoin: needs
+  participation "fraction" or "cyclic");
+* ``output``: folder for model.npy, history.json, history.csv and events.json (parties
+  lost and rejoined, certificates skipped while a party was away);
 * ``predict-samples``: after training, predict this many new samples whose features the
   parties hold (their ``predict-file``), written as predictions.npy and margins.npy.
 
@@ -33,7 +36,7 @@ from hyfdca._protocol import HyFDCARun
 from hyfdca._run import train
 from hyfdca._settings import HyFDCASettings
 from hyfdca.flower._files import read_server_keys
-from hyfdca.flower._transport import FlowerTransport, send_all
+from hyfdca.flower._transport import FlowerTransport, ask
 from hyfdca.flower._wire import CONFIGURE, DESCRIBE, RECORD
 
 def wait_for_nodes(grid, count, timeout):
@@ -48,22 +51,11 @@ def wait_for_nodes(grid, count, timeout):
         time.sleep(0.05)
 
 
-def _ask(grid, nodes, action, contents):
-    """One Flower round trip outside the protocol; replies in node order."""
-    out = [Message(RecordDict({RECORD: ConfigRecord(c)}), dst_node_id=n,
-                   message_type=f"query.{action}") for n, c in zip(nodes, contents)]
-    answers = send_all(grid, out, [f"node {n}, {action}" for n in nodes])
-    missing = [n for n, a in zip(nodes, answers) if a is None]
-    if missing:
-        raise TimeoutError(f"{action}: no reply from nodes {missing}")
-    return [a.content[RECORD] for a in answers]
-
-
 def connect(grid, config):
     """(layout, node id of each client k) from the parties' own descriptions."""
     count = int(config["num-clients"])
     nodes = wait_for_nodes(grid, count, float(config.get("node-timeout", 120)))
-    described = _ask(grid, nodes, DESCRIBE, [{}] * len(nodes))
+    described = ask(grid, nodes, DESCRIBE, [{}] * len(nodes))
     ids = [int(d["client"]) for d in described]
     if sorted(ids) != list(range(count)):
         raise ValueError(f"the SuperNodes report client ids {sorted(ids)}; expected 0..{count - 1}")
@@ -81,13 +73,16 @@ def main(grid, context, defaults):
     seed, frac_bits = int(config.get("seed", 0)), int(config.get("frac-bits", 32))
     bound = settings.bind(layout)
     streams = HyFDCARun.client_streams(layout, bound, seed)
-    _ask(grid, nodes, CONFIGURE, [{"settings": json.dumps(bound.as_dict()),
-                                   "stream": json.dumps(list(streams[k])),
-                                   "frac_bits": frac_bits} for k in range(len(nodes))])
+
+    def configuration(k):
+        return {"settings": json.dumps(bound.as_dict()), "stream": json.dumps(list(streams[k])),
+                "frac_bits": frac_bits}
+    ask(grid, nodes, CONFIGURE, [configuration(k) for k in range(len(nodes))])
     timeout = float(config.get("phase-timeout", 0)) or None
-    run = HyFDCARun.remote(layout, settings, evaluator,
-                           FlowerTransport(grid, nodes, evaluator, timeout=timeout),
-                           frac_bits=frac_bits, seed=seed)
+    transport = FlowerTransport(grid, nodes, evaluator, timeout=timeout, layout=layout,
+                                configure=configuration)
+    run = HyFDCARun.remote(layout, settings, evaluator, transport, frac_bits=frac_bits,
+                           seed=seed)
     history = History()
     rel_tol = float(config.get("rel-tol", 0)) or None
     train(run, history, max_rounds=int(config.get("max-rounds", 100)),
@@ -102,6 +97,10 @@ def main(grid, context, defaults):
         np.save(out / "margins.npy", margins)
     history.to_json(out / "history.json")
     history.to_csv(out / "history.csv")
+    (out / "events.json").write_text(json.dumps({
+        "events": transport.events, "skipped_certificates": run.skipped_certificates,
+        "rejoins": [{"round": t, "client": k, "rtc": traffic.rtc}
+                    for t, k, traffic in run.rejoin_traffic]}))
 
 
 def make_server_app(defaults=None):

@@ -13,12 +13,13 @@ from hyfdca.flower._server_app import make_server_app
 
 def simulate(dataset, settings, folder, *, client_keys, server_keys, max_rounds=100,
              eval_every=10, rel_tol=None, seed=0, frac_bits=32, phase_timeout=None,
-             predict=None):
+             predict=None, client_mods=()):
     """Write each party's block to ``folder``/data, run the job on Flower's simulation
     engine with the key files of ``hyfdca.flower.write_keys``, and return (model, the
     history as JSON rows) as the ServerApp wrote them to ``folder``/output. ``predict``:
     a FederatedDataset of new samples split like ``dataset``; the ServerApp then writes
-    their federated predictions to ``folder``/output/predictions.npy."""
+    their federated predictions to ``folder``/output/predictions.npy. ``client_mods``:
+    Flower mods around every ClientApp message (fault injection in tests)."""
     from flwr.simulation import run_simulation
 
     folder = Path(folder)
@@ -38,7 +39,7 @@ def simulate(dataset, settings, folder, *, client_keys, server_keys, max_rounds=
               "output": str(folder / "output"),
               "predict-dir": str(folder / "predict"),
               "predict-samples": 0 if predict is None else int(predict.n_samples)}
-    run_simulation(server_app=make_server_app(config), client_app=make_client_app(config),
+    run_simulation(server_app=make_server_app(config), client_app=make_client_app(config, client_mods),
                    num_supernodes=dataset.n_clients,
                    backend_config={"client_resources": {"num_cpus": 1}})
     out = folder / "output"

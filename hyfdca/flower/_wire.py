@@ -15,6 +15,7 @@ PHASE_ACTIONS = {
     "local dual method": "local_dual_method",
     "primal aggregation": "primal_aggregation",
     "second secure inner product": "second_inner_products",
+    "rejoin: dual sync + primal contribution": "resync",
     "certificate: dual sync + primal aggregation": "certificate_sync",
     "certificate: inner products": "certificate_inner_products",
     "certificate: loss and conjugate sums": "certificate_sums",
@@ -25,11 +26,21 @@ DESCRIBE, CONFIGURE = "describe", "configure"
 RECORD = "hyfdca"
 
 
-def pack(message):
-    """RecordDict carrying one HyFDCA message."""
-    return RecordDict({RECORD: ConfigRecord({"message": encode_message(message)})})
+def pack(message, attempt=0, committed=0):
+    """RecordDict carrying one HyFDCA message; a message to a client also carries the
+    round attempt it belongs to (0: none) and the last attempt the server committed for
+    that client (``hyfdca.flower._transport``)."""
+    return RecordDict({RECORD: ConfigRecord({"message": encode_message(message),
+                                             "attempt": int(attempt),
+                                             "committed": int(committed)})})
 
 
 def unpack(content):
     return decode_message(content[RECORD]["message"])
+
+
+def attempts(content):
+    """(attempt, committed) of a message to a client."""
+    record = content[RECORD]
+    return int(record.get("attempt", 0)), int(record.get("committed", 0))
 

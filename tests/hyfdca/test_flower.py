@@ -48,6 +48,72 @@ def test_a_2x2_mask_job_on_the_simulation_engine_gives_the_in_process_iterates(j
     assert [r["rtc"] for r in rows["rows"]] == [0] + [r["rtc"] for r in history.rounds]
 
 
+def not_answering(k, round_, seconds):
+    """A Flower mod: client k's ClientApp lets its round-start message of round ``round_``
+    go unanswered for ``seconds`` (it handles nothing; the server, whose phase timeout is
+    shorter, never reads the late error reply)."""
+    import time
+
+    from flwr.app import Error
+    from flwr.app import Message as FlowerMessage
+
+    from hyfdca._messages import RoundStart
+    from hyfdca.flower._wire import unpack
+
+    def mod(message, context, call_next):
+        if (int(context.node_config["partition-id"]) == k
+                and message.metadata.message_type == "query.dual_sync"):
+            request = unpack(message.content)
+            if isinstance(request, RoundStart) and request.round == round_:
+                time.sleep(seconds)
+                return FlowerMessage(Error(code=0, reason="late"), reply_to=message)
+        return call_next(message, context)
+    return mod
+
+
+def test_a_party_that_does_not_answer_is_absent_then_rejoins_on_the_simulation_engine(job):
+    """Client k does not answer round 3's first phase in time: on Flower the round runs
+    again without it, the other parties roll back their part of the first attempt, k is
+    lost, the server finds its node again (it answers who it is) and k rejoins with a
+    fresh session (set-up, whole dual sync, its v_k). The iterates are bit for bit those
+    of the in-process run in which k restarts in round 3 and rejoins in the same round,
+    certificates skipped while it was away included."""
+    import json
+
+    from hyfdca import FaultyTransport
+
+    fed, settings, folder, client_keys, server_keys = job
+    keys, masker = flower.read_client_keys(client_keys)
+    evaluator = flower.read_server_keys(server_keys)
+    dealt = DealtKeys(keys, evaluator, masker)
+    probe = HyFDCARun(fed, settings, dealt=dealt, seed=3)
+    for _ in range(3):
+        probe.step()
+    k = int(probe.available()[0])
+    model, rows = flower.simulate(fed, settings, folder / "sim-fault", client_keys=client_keys,
+                                  server_keys=server_keys, max_rounds=12, eval_every=2,
+                                  seed=3, phase_timeout=3.0,
+                                  client_mods=[not_answering(k, 3, 3.2)])
+    events = json.loads((folder / "sim-fault" / "output" / "events.json").read_text())
+    assert events["events"][0] == ["lost", 3, k, "dual sync + primal aggregation"]
+    [rejoin] = events["rejoins"]
+    back = rejoin["round"]
+    assert rejoin["client"] == k and rejoin["rtc"] == 3 and back > 3
+
+    script = [(3, "dual sync + primal aggregation", k, "restart")]
+    local = HyFDCARun(fed, settings, dealt=dealt, seed=3, transport=lambda c, e, r:
+                      FaultyTransport(c, e, r, script=script))
+    rejoining = local.transport.rejoining
+    local.transport.rejoining = lambda: rejoining() if local.round == back else []
+    history = History()
+    train(local, history, max_rounds=12, eval_every=2)
+    assert [t for t, *_ in local.rejoin_traffic] == [back]
+    assert events["skipped_certificates"] == local.skipped_certificates
+    np.testing.assert_array_equal(model, local.model)
+    certified = [(r["primal"], r["dual"]) for r in rows["rows"] if r["primal"] is not None]
+    assert certified == [(e["primal"], e["dual"]) for e in history.evaluations.values()]
+
+
 def test_the_server_loads_only_the_public_key_file(job):
     _, _, _, client_keys, server_keys = job
     evaluator = flower.read_server_keys(server_keys)
