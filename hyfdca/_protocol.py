@@ -213,7 +213,7 @@ class HyFDCARun:
         their state rejoin first (:meth:`rejoin`). The record counts the traffic and
         encryption work of every attempt.
         """
-        for k in self.transport.rejoining():
+        for k in self.transport.rejoining(self.round):
             self.rejoin(k)
         avail = self.transport.reachable(self.available())
         before = self.counts.as_dict()

@@ -83,8 +83,8 @@ class Transport(ABC):
         """The ``clients`` (sorted ids) that can be reached this round."""
         return clients
 
-    def rejoining(self):
-        """Clients back after losing their state, to be resynced before the round."""
+    def rejoining(self, round_):
+        """Clients back after losing their state, to be resynced before round ``round_``."""
         return []
 
     def _open(self, phase):
@@ -238,7 +238,7 @@ class FaultyTransport(InProcessTransport):
     def reachable(self, clients):
         return np.setdiff1d(clients, sorted(self.returning))
 
-    def rejoining(self):
+    def rejoining(self, round_):
         back, self.returning = sorted(self.returning), set()
         return back
 

@@ -249,17 +249,17 @@ def cmd_keys(args):
 
 def cmd_split(args):
     """Split a catalogued data set by a partition spec into one party data file per
-    client (client-<k>.npz: the block, its global sample and feature ids, its labels), as
-    each party would hold its own block in a deployment; for trying a deployment on one
-    machine (docs/deployment.md)."""
+    client (client-<k>.npz, or client-<k>.libsvm with --format libsvm: the block, its
+    global sample and feature ids, its labels), as each party would hold its own block in
+    a deployment; for trying a deployment on one machine (docs/deployment.md)."""
     from hyfdca.flower import write_block
 
     out = prepare_output(args.output)
     fed, _ = _problem(args)
     for k, block in enumerate(fed.blocks):
-        write_block(out / f"client-{k}.npz", block)
-    print(f"{fed.n_clients} party files in {out} (client-0.npz ... "
-          f"client-{fed.n_clients - 1}.npz)")
+        write_block(out / f"client-{k}.{args.format}", block)
+    print(f"{fed.n_clients} party files in {out} (client-0.{args.format} ... "
+          f"client-{fed.n_clients - 1}.{args.format})")
     return 0
 
 
@@ -273,11 +273,19 @@ def cmd_app(args):
     settings = HyFDCASettings.from_variant(
         args.variant, loss=args.loss, lam=args.lam, H=args.H, iic=args.iic,
         participation=args.participation, fraction=args.fraction)
+    timeout = args.phase_timeout
+    if timeout is None:
+        timeout = 0.0 if args.participation == "full" else 300.0
+    if timeout and args.participation == "full":
+        raise ValueError("--phase-timeout needs --participation fraction or cyclic (a "
+                         "party that does not answer is then absent for the round); "
+                         "use --participation fraction --fraction 1.0")
     folder = write_app(prepare_output(args.output), {
         "num-clients": args.num_clients, "server-keys": str(Path(args.server_keys).resolve()),
         "settings": json.dumps(settings.as_dict()), "seed": args.seed,
         "frac-bits": args.frac_bits, "max-rounds": args.rounds, "eval-every": args.eval_every,
-        "rel-tol": args.rel_tol or 0.0, "phase-timeout": args.phase_timeout,
+        "rel-tol": args.rel_tol or 0.0, "phase-timeout": timeout,
+        "predict-samples": args.predict_samples,
         "output": str(Path(args.results).resolve())})
     print(f"Flower app: {folder / 'pyproject.toml'}; run it with `flwr run {folder} "
           f"<superlink>`")
@@ -375,6 +383,8 @@ def build_parser():
     _add_problem_options(p, dataset="breast_cancer", partition="2x2",
                          participation="full", fraction=1.0, lam=1e-4)
     p.add_argument("--output", default="hyfdca-parties")
+    p.add_argument("--format", choices=("npz", "libsvm"), default="npz",
+                   help="party file format (LIBSVM: global feature indices, ids in a header)")
     p.set_defaults(func=cmd_split)
 
     p = sub.add_parser("app", help="write the Flower app folder of a HyFDCA job",
@@ -394,8 +404,14 @@ def build_parser():
     p.add_argument("--rounds", type=int, default=100)
     p.add_argument("--eval-every", type=int, default=10)
     p.add_argument("--rel-tol", type=float, default=None)
-    p.add_argument("--phase-timeout", type=float, default=0.0,
-                   help="seconds a phase waits for replies (0: no limit)")
+    p.add_argument("--phase-timeout", type=float, default=None,
+                   help="seconds a phase waits for replies; a party that does not answer "
+                        "in time is absent and may rejoin (default 300; 0: no limit, a "
+                        "party that does not answer stops the run; participation 'full' "
+                        "allows only 0)")
+    p.add_argument("--predict-samples", type=int, default=0,
+                   help="after training, predict this many new samples from each party's "
+                        "predict-file")
     p.add_argument("--results", default="hyfdca-results",
                    help="where the server writes model.npy and the history")
     p.add_argument("--output", default="hyfdca-app", help="the app folder")

@@ -1,5 +1,18 @@
-"""What each party keeps on its own disk: its block (.npz), its keys, the server's
-public keys."""
+"""What each party keeps on its own disk: its block (.npz or LIBSVM), its keys, the
+server's public keys.
+
+A party's LIBSVM file is an ordinary LIBSVM file (plain, .gz or .bz2) whose feature
+indices are the global feature ids plus one (LIBSVM counts from 1), with two header
+comments naming its global ids (0-based, as ranges)::
+
+    # hyfdca sample_ids: 0-99,250-299
+    # hyfdca feature_ids: 0-61
+    +1 3:0.5 17:1.25
+    ...
+
+Its rows are the samples of ``sample_ids`` in that order; every index must be one of its
+``feature_ids``.
+"""
 
 import pickle
 import zipfile
@@ -10,10 +23,19 @@ import scipy.sparse as sp
 
 from crypto import deal_keys
 from feddata import make_block
+from feddata.datasets import load_libsvm
+from feddata.datasets._idx import open_maybe_compressed
+
+_ID_HEADER = "hyfdca "
 
 
 def write_block(path, block):
-    """Client block (X^k in local coordinates, I_k, J_k, labels) as an .npz file."""
+    """Client block (X^k in local coordinates, I_k, J_k, labels) as a file: LIBSVM when
+    the name ends in .libsvm or .txt (with the id header of the module docstring), else
+    .npz."""
+    path = Path(path)
+    if path.suffix in (".libsvm", ".txt"):
+        return _write_libsvm_block(path, block)
     X = block.X.tocsr()
     np.savez(path, data=X.data, indices=X.indices, indptr=X.indptr,
              shape=np.array(X.shape, dtype=np.int64), sample_ids=block.sample_ids,
@@ -21,10 +43,14 @@ def write_block(path, block):
 
 
 def read_block(path):
-    """The block :func:`write_block` wrote (ValueError naming the file if it is not one)."""
+    """The block :func:`write_block` wrote, .npz or LIBSVM (by the file's first bytes);
+    ValueError naming the file and the problem if it is not one."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"client data file {path} does not exist")
+    with open(path, "rb") as handle:
+        if handle.read(2) != b"PK":  # not a zip archive: a LIBSVM file
+            return _read_libsvm_block(path)
     try:
         archive = np.load(path, allow_pickle=False)
     except (ValueError, OSError, EOFError, zipfile.BadZipFile) as err:
@@ -37,6 +63,75 @@ def read_block(path):
             raise ValueError(f"{path} is not a HyFDCA client block: it lacks {sorted(missing)}")
         X = sp.csr_matrix((f["data"], f["indices"], f["indptr"]), shape=tuple(f["shape"]))
         return make_block(X, f["y"], f["sample_ids"], f["feature_ids"])
+
+
+def _ranges(ids):
+    """0,1,2,5,7,8 -> "0-2,5,7-8"."""
+    ids = np.asarray(ids, dtype=np.int64)
+    if ids.size == 0:
+        return ""
+    breaks = np.flatnonzero(np.diff(ids) != 1)
+    starts = np.concatenate([[0], breaks + 1])
+    ends = np.concatenate([breaks, [ids.size - 1]])
+    return ",".join(str(ids[a]) if a == b else f"{ids[a]}-{ids[b]}" for a, b in
+                    zip(starts, ends))
+
+
+def _parse_ranges(text, path, name):
+    ids = []
+    try:
+        for part in filter(None, text.replace(" ", "").split(",")):
+            first, _, last = part.partition("-")
+            ids.extend(range(int(first), int(last or first) + 1))
+    except ValueError:
+        raise ValueError(f"{path}: header '{name}: {text}' is not a list of ids and "
+                         f"ranges such as 0-99,150") from None
+    ids = np.asarray(ids, dtype=np.int64)
+    if ids.size and (ids.min() < 0 or np.any(np.diff(ids) <= 0)):
+        raise ValueError(f"{path}: {name} must be non-negative and ascending")
+    return ids
+
+
+def _write_libsvm_block(path, block):
+    """Values as the shortest decimal that reads back to the same float (repr)."""
+    X = block.X.tocsr()
+    columns = block.feature_ids[X.indices] + 1
+    with open(path, "w") as handle:
+        handle.write(f"# {_ID_HEADER}sample_ids: {_ranges(block.sample_ids)}\n"
+                     f"# {_ID_HEADER}feature_ids: {_ranges(block.feature_ids)}\n")
+        for i, label in enumerate(block.y):
+            row = slice(X.indptr[i], X.indptr[i + 1])
+            pairs = " ".join(f"{j}:{float(v)!r}" for j, v in zip(columns[row], X.data[row]))
+            handle.write(f"{float(label)!r} {pairs}\n")
+
+
+def _read_libsvm_block(path):
+    headers = {}
+    with open_maybe_compressed(path) as handle:
+        for raw in handle:
+            line = raw.decode("utf-8", errors="replace").strip()
+            if not line.startswith("#"):
+                break
+            key, sep, value = line.lstrip("# ").partition(":")
+            if sep and key.startswith(_ID_HEADER):
+                headers[key[len(_ID_HEADER):]] = value
+    missing = {"sample_ids", "feature_ids"} - set(headers)
+    if missing:
+        raise ValueError(f"{path}: a party's LIBSVM file needs the header comments "
+                         f"'# hyfdca sample_ids: ...' and '# hyfdca feature_ids: ...' (its "
+                         f"global ids); missing {sorted(missing)}")
+    sample_ids = _parse_ranges(headers["sample_ids"], path, "sample_ids")
+    feature_ids = _parse_ranges(headers["feature_ids"], path, "feature_ids")
+    data = load_libsvm(path, n_features=int(feature_ids.max(initial=-1)) + 1,
+                       task="regression")
+    X = data.X.tocsc()
+    if X.shape[0] != sample_ids.size:
+        raise ValueError(f"{path}: {X.shape[0]} rows but {sample_ids.size} sample_ids")
+    outside = np.setdiff1d(np.flatnonzero(np.diff(X.indptr)), feature_ids)
+    if outside.size:
+        raise ValueError(f"{path}: feature index {int(outside[0]) + 1} (global id "
+                         f"{int(outside[0])}) is not one of the file's feature_ids")
+    return make_block(X[:, feature_ids].tocsr(), data.y, sample_ids, feature_ids)
 
 
 def write_keys(folder, crypto="mask", **options):

@@ -106,6 +106,7 @@ class Loopback:
         self.node_configs = node_configs
         self.tls = tls
         self.processes = []
+        self.nodes = {}  # party k -> its SuperNode process
         self.port = free_port()
         self.bin = Path(sys.executable).parent
         # Flower starts its own helpers (flower-superexec, flwr-serverapp, flwr-clientapp)
@@ -141,15 +142,34 @@ class Loopback:
             self._start("superlink", ["flower-superlink", *link_tls, "--port", str(self.port),
                                       "--disable-runtime-dependency-installation"])
             self._wait_for_port(self.port)
-            for k, config in enumerate(self.node_configs):
-                node_config = " ".join(f"{key}={_toml_value(v)}" for key, v in config.items())
-                self._start(f"supernode-{k}", [
-                    "flower-supernode", *node_tls, "--superlink", f"127.0.0.1:{self.port}",
-                    "--port", str(free_port()), "--node-config", node_config])
+            self._node_tls = node_tls
+            for k in range(len(self.node_configs)):
+                self.start_node(k)
         except BaseException:
             self.close()
             raise
         return self
+
+    def start_node(self, k):
+        """Start SuperNode k (again, after :meth:`kill_node`: a new node, no state)."""
+        node_config = " ".join(f"{key}={_toml_value(v)}"
+                               for key, v in self.node_configs[k].items())
+        starts = sum(1 for p in self.folder.glob(f"supernode-{k}*.log"))
+        name = f"supernode-{k}" + (f"-{starts + 1}" if starts else "")
+        process = self._start(name, [
+            "flower-supernode", *self._node_tls, "--superlink", f"127.0.0.1:{self.port}",
+            "--port", str(free_port()), "--node-config", node_config])
+        self.nodes[k] = process
+        return process
+
+    def kill_node(self, k):
+        """SIGKILL SuperNode k and what it started (a party's machine failing)."""
+        process = self.nodes[k]
+        try:
+            os.killpg(process.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        process.wait()
 
     def _wait_for_port(self, port, timeout=60):
         deadline = time.monotonic() + timeout
@@ -164,13 +184,33 @@ class Loopback:
 
     def run(self, app, timeout=600):
         """``flwr run APP loopback --stream``; its output."""
-        result = subprocess.run([str(self.bin / "flwr"), "run", str(app), "loopback",
-                                 "--stream"], env=self.env, capture_output=True, text=True,
-                                timeout=timeout)
-        if result.returncode != 0:
-            raise RuntimeError(f"flwr run failed ({result.returncode}): {result.stdout}"
-                               f"{result.stderr}")
-        return result.stdout
+        return self.finish_run(self.start_run(app), timeout)
+
+    def start_run(self, app):
+        """Start ``flwr run APP loopback --stream`` (its output goes to flwr-run.log,
+        :meth:`wait_for_output` watches it); returns the process."""
+        self.run_log = self.folder / "flwr-run.log"
+        return self._start("flwr-run", ["flwr", "run", str(app), "loopback", "--stream"])
+
+    def wait_for_output(self, text, timeout=600):
+        """Block until ``text`` appears in the output of the run started last."""
+        deadline = time.monotonic() + timeout
+        while text not in self.run_log.read_text(errors="replace"):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{text!r} not in {self.run_log} after {timeout} s")
+            time.sleep(0.2)
+
+    def finish_run(self, process, timeout=600):
+        """Wait for the run; its output; RuntimeError if it failed."""
+        try:
+            code = process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            raise TimeoutError(f"flwr run did not finish in {timeout} s; see "
+                               f"{self.run_log}") from None
+        output = self.run_log.read_text(errors="replace")
+        if code != 0:
+            raise RuntimeError(f"flwr run failed ({code}): {output}")
+        return output
 
     def close(self):
         """Stop every process this loopback started and every process they started (all
@@ -193,6 +233,9 @@ class Loopback:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
+        deadline = time.monotonic() + 10  # SIGKILL is delivered asynchronously
+        while self.leftover() and time.monotonic() < deadline:
+            time.sleep(0.1)
 
     def leftover(self):
         """Pids of live processes whose environment holds this loopback's FLWR_HOME."""

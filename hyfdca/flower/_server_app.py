@@ -24,10 +24,11 @@ Keys missing from the run configuration come from the ``defaults`` of
 import json
 import time
 from functools import partial
+from logging import INFO
 from pathlib import Path
 
 import numpy as np
-from flwr.app import ConfigRecord, Message, RecordDict
+from flwr.common.logger import log
 from flwr.serverapp import ServerApp
 
 from feddata import History, Layout
@@ -37,7 +38,8 @@ from hyfdca._run import train
 from hyfdca._settings import HyFDCASettings
 from hyfdca.flower._files import read_server_keys
 from hyfdca.flower._transport import FlowerTransport, ask
-from hyfdca.flower._wire import CONFIGURE, DESCRIBE, RECORD
+from hyfdca.flower._wire import CONFIGURE, DESCRIBE
+
 
 def wait_for_nodes(grid, count, timeout):
     deadline = time.monotonic() + timeout
@@ -86,7 +88,9 @@ def main(grid, context, defaults):
     history = History()
     rel_tol = float(config.get("rel-tol", 0)) or None
     train(run, history, max_rounds=int(config.get("max-rounds", 100)),
-          eval_every=int(config.get("eval-every", 10)), rel_tol=rel_tol)
+          eval_every=int(config.get("eval-every", 10)), rel_tol=rel_tol,
+          callback=lambda run: log(INFO, "HyFDCA: round %d done (%d parties)", run.round,
+                                   history.rounds[-1]["available"]))
     out = Path(config["output"])
     out.mkdir(parents=True, exist_ok=True)
     np.save(out / "model.npy", run.model)

@@ -11,10 +11,12 @@ state the next time it hears from the server, before it does anything else.
 """
 
 import time
+from logging import INFO, WARNING
 
 import numpy as np
 from flwr.app import ConfigRecord, Message, RecordDict
 from flwr.common.constant import ErrorCode
+from flwr.common.logger import log
 
 from hyfdca._transport import MissingReplies, Transport
 from hyfdca._checkpoint import bytes_array
@@ -82,7 +84,8 @@ class FlowerTransport(Transport):
     afresh (``configure(k)`` gives the configuration) and rejoins (:meth:`rejoining`).
     Without a timeout a phase waits for every reply and a lost one is an error.
 
-    ``events``: ("lost", round, client, phase) and ("rejoined", round, client, node).
+    ``events``: ("lost", round, client, phase) and ("rejoined", round, client, node), with
+    the index of the round being run (or about to be).
     """
 
     def __init__(self, grid, nodes, evaluator, timeout=None, record=False, layout=None,
@@ -148,12 +151,14 @@ class FlowerTransport(Transport):
             if k not in self.lost:
                 self.lost.add(int(k))
                 self.events.append(("lost", self.round, int(k), phase))
+                log(WARNING, "HyFDCA: client %d lost (round %s, phase %r): absent until it "
+                    "rejoins", k, self.round, phase)
         if missing:
             raise MissingReplies(phase, missing)
 
     # --- coming back --------------------------------------------------------------------
 
-    def rejoining(self):
+    def rejoining(self, round_):
         if not self.lost or self.configure is None:
             return []
         back = []
@@ -168,7 +173,8 @@ class FlowerTransport(Transport):
                 continue
             self.nodes[k] = node
             self.lost.discard(k)
-            self.events.append(("rejoined", self.round, k, int(node)))
+            self.events.append(("rejoined", round_, k, int(node)))
+            log(INFO, "HyFDCA: client %d rejoins from node %d", k, node)
             back.append(k)
         return sorted(back)
 

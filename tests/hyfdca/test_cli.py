@@ -178,3 +178,12 @@ def test_keys_split_and_app_prepare_a_deployment(tmp_path, capsys):
                  str(tmp_path / "keys" / "server.keys"), "--output", str(tmp_path / "app")]) == 0
     toml = (tmp_path / "app" / "pyproject.toml").read_text()
     assert 'serverapp = "hyfdca.flower:server_app"' in toml and "num-clients = 4" in toml
+    assert "phase-timeout = 300.0" in toml  # partial participation: absent parties tolerated
+    assert main(["split", "--format", "libsvm", "--output", str(tmp_path / "lib")]) == 0
+    for k, block in enumerate(blocks):
+        back = read_block(tmp_path / "lib" / f"client-{k}.libsvm")
+        assert (back.X != block.X).nnz == 0
+    assert main(["app", "--num-clients", "4", "--server-keys",
+                 str(tmp_path / "keys" / "server.keys"), "--participation", "full",
+                 "--phase-timeout", "30", "--output", str(tmp_path / "app2")]) == 2
+    assert "--phase-timeout needs --participation fraction" in capsys.readouterr().err
