@@ -31,7 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
-FORMAT = 1
+FORMAT = 2  # 2: the server keeps each client's v_k and Enc(q) (rejoins)
 KEEP = 2
 LATEST = "LATEST"
 

@@ -151,7 +151,9 @@ class HyFDCARun:
     def checkpoint_files(self):
         """File name -> bytes (``hyfdca._checkpoint``): the server's state, its public
         evaluator and the participation draws in one file, never a private or PRF key;
-        each client's state with its own keys in another."""
+        each client's state with its own keys in another. Clients back from a restart
+        rejoin first."""
+        self._rejoin_returning()
         files = {"server.pkl": pickled(dict(
             state=self.server.state(), evaluator=self.server.evaluator, round=self.round,
             participation=self.participation.rng.bit_generator.state))}
@@ -213,8 +215,7 @@ class HyFDCARun:
         their state rejoin first (:meth:`rejoin`). The record counts the traffic and
         encryption work of every attempt.
         """
-        for k in self.transport.rejoining(self.round):
-            self.rejoin(k)
+        self._rejoin_returning()
         avail = self.transport.reachable(self.available())
         before = self.counts.as_dict()
         lossy = self.transport.may_lose
@@ -236,13 +237,20 @@ class HyFDCARun:
             self.transport.end_attempt(committed=True)
             return record
 
+    def _rejoin_returning(self):
+        """Rejoin every client the transport reports back (before a round, or before a
+        checkpoint: a checkpoint holds only clients in step with the server)."""
+        for k in self.transport.rejoining(self.round):
+            self.transport.rejoined(k, self.rejoin(k))
+
     def rejoin(self, k):
         """Client k, back after losing its state, rejoins between rounds: the set-up
         exchange for it alone (its labels, Enc(q_i) of its shared samples from the
         server's Enc(q)), then the whole dual sync, and its v_k at the synced alpha
         replaces its old v_k in w (``Server.receive_resync``; nothing changes if a reply
-        is lost: the client stays away until the transport reports it back again). The
-        traffic is appended to ``rejoin_traffic`` as (round, client, Traffic)."""
+        is lost: the client stays away until the transport reports it back again).
+        Returns whether it went through; the traffic is appended to ``rejoin_traffic`` as
+        (round, client, Traffic)."""
         server, only = self.server, np.array([int(k)])
         try:
             with self._apart_from_rounds("_last_rejoin"):

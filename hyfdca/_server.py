@@ -209,16 +209,16 @@ class Server:
     def resync_message(self, k):
         """Enc(alpha_i) for every sample of client k: the whole dual sync."""
         I = self.sample_ids[k]
-        self.synced_at[k] = self.version
-        self.client_step[k] = 1.0  # nothing tentative is left to settle
         return msg.Resync(msg.DualSync(np.arange(I.size), self.evaluator.take(self.enc_alpha, I)))
 
     def receive_resync(self, k, reply):
         """Client k's v_k at the synced alpha replaces its old one in w:
-        w += v_k(new) - v_k(old)."""
+        w += v_k(new) - v_k(old); it holds alpha as of now, nothing tentative."""
         J = self.feature_ids[k]
         self.w[J] += reply.change - self.contribution[k]
         self.contribution[k] = reply.change.copy()
+        self.synced_at[k] = self.version
+        self.client_step[k] = 1.0
         self.drawn[k] = np.zeros(0, dtype=np.int64)
         self._receive_refresh(k, reply)
 

@@ -87,6 +87,9 @@ class Transport(ABC):
         """Clients back after losing their state, to be resynced before round ``round_``."""
         return []
 
+    def rejoined(self, k, ok):
+        """Client k's rejoin went through (``ok``) or not (it is still away)."""
+
     def _open(self, phase):
         self.traffic.rtc += 1
         self.traffic.phases.append(phase)
@@ -241,6 +244,10 @@ class FaultyTransport(InProcessTransport):
     def rejoining(self, round_):
         back, self.returning = sorted(self.returning), set()
         return back
+
+    def rejoined(self, k, ok):
+        if not ok:
+            self.returning.add(int(k))
 
     def _faulty(self, fault, phase, k, scripted=True):
         place = (self.round, phase, int(k), fault)

@@ -25,8 +25,8 @@ from hyfdca._client import Client
 from hyfdca._messages import PredictRequest
 from hyfdca._settings import HyFDCASettings
 from hyfdca.flower._files import read_block, read_client_keys
-from hyfdca.flower._wire import (CONFIGURE, DESCRIBE, PHASE_ACTIONS, RECORD, attempts, pack,
-                                 unpack)
+from hyfdca.flower._wire import (CONFIGURE, DESCRIBE, NO_SESSION, PHASE_ACTIONS, RECORD,
+                                 attempts, pack, unpack)
 
 SESSION = "hyfdca-session"
 
@@ -117,6 +117,8 @@ def configure(message, context, defaults):
 def answer(message, context, defaults):
     """One protocol phase: the Client's reply to the decoded message."""
     k, data, keys_file = _identity(context, defaults)
+    if SESSION not in context.state:  # restarted under the same node id: not configured
+        return Message(RecordDict({RECORD: ConfigRecord({NO_SESSION: 1})}), reply_to=message)
     stored = context.state[SESSION]
     keys, masker = _keys(keys_file)
     settings = HyFDCASettings.from_dict(json.loads(stored["settings"]))

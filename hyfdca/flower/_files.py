@@ -23,19 +23,20 @@ import scipy.sparse as sp
 
 from crypto import deal_keys
 from feddata import make_block
-from feddata.datasets import load_libsvm
-from feddata.datasets._idx import open_maybe_compressed
+from feddata.datasets import load_libsvm, open_maybe_compressed
 
 _ID_HEADER = "hyfdca "
 
 
 def write_block(path, block):
     """Client block (X^k in local coordinates, I_k, J_k, labels) as a file: LIBSVM when
-    the name ends in .libsvm or .txt (with the id header of the module docstring), else
-    .npz."""
+    the name ends in .libsvm or .txt, gzip-compressed when it then ends in .gz (with the
+    id header of the module docstring), else .npz."""
     path = Path(path)
-    if path.suffix in (".libsvm", ".txt"):
+    if {".libsvm", ".txt"} & set(path.suffixes):
         return _write_libsvm_block(path, block)
+    if path.suffix != ".npz":
+        raise ValueError(f"{path}: a party file is .npz, or LIBSVM named .libsvm or .txt")
     X = block.X.tocsr()
     np.savez(path, data=X.data, indices=X.indices, indptr=X.indptr,
              shape=np.array(X.shape, dtype=np.int64), sample_ids=block.sample_ids,
@@ -43,7 +44,8 @@ def write_block(path, block):
 
 
 def read_block(path):
-    """The block :func:`write_block` wrote, .npz or LIBSVM (by the file's first bytes);
+    """The block :func:`write_block` wrote, .npz or LIBSVM (plain, .gz or .bz2; told apart
+    by the file's first bytes);
     ValueError naming the file and the problem if it is not one."""
     path = Path(path)
     if not path.is_file():
@@ -82,7 +84,10 @@ def _parse_ranges(text, path, name):
     try:
         for part in filter(None, text.replace(" ", "").split(",")):
             first, _, last = part.partition("-")
-            ids.extend(range(int(first), int(last or first) + 1))
+            first, last = int(first), int(last or first)
+            if last < first:
+                raise ValueError
+            ids.extend(range(first, last + 1))
     except ValueError:
         raise ValueError(f"{path}: header '{name}: {text}' is not a list of ids and "
                          f"ranges such as 0-99,150") from None
@@ -94,9 +99,12 @@ def _parse_ranges(text, path, name):
 
 def _write_libsvm_block(path, block):
     """Values as the shortest decimal that reads back to the same float (repr)."""
+    import gzip
+
     X = block.X.tocsr()
     columns = block.feature_ids[X.indices] + 1
-    with open(path, "w") as handle:
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "wt") as handle:
         handle.write(f"# {_ID_HEADER}sample_ids: {_ranges(block.sample_ids)}\n"
                      f"# {_ID_HEADER}feature_ids: {_ranges(block.feature_ids)}\n")
         for i, label in enumerate(block.y):
@@ -110,6 +118,8 @@ def _read_libsvm_block(path):
     with open_maybe_compressed(path) as handle:
         for raw in handle:
             line = raw.decode("utf-8", errors="replace").strip()
+            if not line:
+                continue
             if not line.startswith("#"):
                 break
             key, sep, value = line.lstrip("# ").partition(":")
@@ -122,6 +132,9 @@ def _read_libsvm_block(path):
                          f"global ids); missing {sorted(missing)}")
     sample_ids = _parse_ranges(headers["sample_ids"], path, "sample_ids")
     feature_ids = _parse_ranges(headers["feature_ids"], path, "feature_ids")
+    if feature_ids.size == 0 or sample_ids.size == 0:
+        raise ValueError(f"{path}: a party holds at least one sample and one feature; its "
+                         f"header lists {sample_ids.size} samples, {feature_ids.size} features")
     data = load_libsvm(path, n_features=int(feature_ids.max(initial=-1)) + 1,
                        task="regression")
     X = data.X.tocsc()

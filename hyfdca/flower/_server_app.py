@@ -24,7 +24,7 @@ Keys missing from the run configuration come from the ``defaults`` of
 import json
 import time
 from functools import partial
-from logging import INFO
+from logging import INFO, WARNING
 from pathlib import Path
 
 import numpy as np
@@ -94,17 +94,20 @@ def main(grid, context, defaults):
     out = Path(config["output"])
     out.mkdir(parents=True, exist_ok=True)
     np.save(out / "model.npy", run.model)
+    history.to_json(out / "history.json")
+    history.to_csv(out / "history.csv")
+    events = {"events": transport.events, "skipped_certificates": run.skipped_certificates,
+              "rejoins": [{"round": t, "client": k, "rtc": traffic.rtc}
+                          for t, k, traffic in run.rejoin_traffic]}
     n_new = int(config.get("predict-samples", 0))
-    if n_new:
+    if n_new and transport.lost:  # prediction needs every party's features
+        events["prediction"] = f"skipped: clients {sorted(transport.lost)} are away"
+        log(WARNING, "HyFDCA: prediction skipped, clients %s are away", sorted(transport.lost))
+    elif n_new:
         labels, margins = run.predict(n_new)
         np.save(out / "predictions.npy", labels)
         np.save(out / "margins.npy", margins)
-    history.to_json(out / "history.json")
-    history.to_csv(out / "history.csv")
-    (out / "events.json").write_text(json.dumps({
-        "events": transport.events, "skipped_certificates": run.skipped_certificates,
-        "rejoins": [{"round": t, "client": k, "rtc": traffic.rtc}
-                    for t, k, traffic in run.rejoin_traffic]}))
+    (out / "events.json").write_text(json.dumps(events))
 
 
 def make_server_app(defaults=None):

@@ -5,9 +5,10 @@ rejoins (docs/deployment.md, "Faults").
 Rolling a round back across processes: every message carries the attempt it belongs to
 (0 outside the rounds) and the last attempt the server committed for its client. A
 ClientApp keeps a snapshot of its state from before its current attempt and restores it
-when a later message shows that attempt was not committed (``hyfdca.flower._client_app``);
-so a client that missed the roll-back (it was the one that did not answer) restores its
-state the next time it hears from the server, before it does anything else.
+when a later message shows that attempt was not committed (``hyfdca.flower._client_app``):
+the parties that did answer an attempt that failed restore their state with the first
+message of the next one. (The party that did not answer is lost; it comes back through
+``configure``, with a fresh session.)
 """
 
 import time
@@ -20,7 +21,8 @@ from flwr.common.logger import log
 
 from hyfdca._transport import MissingReplies, Transport
 from hyfdca._checkpoint import bytes_array
-from hyfdca.flower._wire import CONFIGURE, DESCRIBE, PHASE_ACTIONS, RECORD, pack, unpack
+from hyfdca.flower._wire import (CONFIGURE, DESCRIBE, NO_SESSION, PHASE_ACTIONS, RECORD, pack,
+                                 unpack)
 
 POLL_SECONDS = 0.02
 """How often the server asks the SuperLink for replies (Flower's own send_and_receive
@@ -37,8 +39,9 @@ class ClientError(RuntimeError):
 
 def send_all(grid, outgoing, names, timeout=None):
     """One Flower round trip: the reply to each outgoing message, in order; None where no
-    reply came within ``timeout`` seconds or Flower reports the party absent (its node
-    unavailable, its ClientApp crashed). A reply carrying the ClientApp's own error raises
+    reply came within ``timeout`` seconds, where Flower reports the party absent (its node
+    unavailable, its ClientApp crashed) and where the party holds no session (a node
+    restarted under the same node id). A reply carrying the ClientApp's own error raises
     :class:`ClientError` naming the sender as ``names[i]``."""
     waiting = {mid: i for i, mid in enumerate(grid.push_messages(outgoing))}
     answers = [None] * len(outgoing)
@@ -52,7 +55,8 @@ def send_all(grid, outgoing, names, timeout=None):
                 if reply.error.code in ABSENCE_ERRORS:
                     continue
                 raise ClientError(f"{names[i]}: {reply.error.reason}")
-            answers[i] = reply
+            if NO_SESSION not in reply.content[RECORD]:
+                answers[i] = reply
         if not waiting or (deadline is not None and time.monotonic() >= deadline):
             break
         time.sleep(POLL_SECONDS)
@@ -98,8 +102,10 @@ class FlowerTransport(Transport):
         self.attempt, self.in_attempt, self.attempt_clients = 0, False, ()
         self.committed = [0] * len(self.nodes)
         self.lost = set()
-        self.probes = {}      # message id -> node asked who it is
-        self.strangers = set()  # nodes that answered as no lost client
+        self._round_of_rejoin = None
+        self.probes = {}        # message id -> node asked who it is
+        self.described = {}     # node -> the client it said it is, with matching ids
+        self.strangers = set()  # nodes whose ids match no client: never asked again
         self.events = []
 
     # --- rounds and attempts ------------------------------------------------------------
@@ -124,35 +130,33 @@ class FlowerTransport(Transport):
 
     def exchange(self, phase, clients, build, receive):
         self._open(phase)
-        attempt = self.attempt if self.in_attempt else 0
-        sent, outgoing = [], []
+        lost = sorted(set(int(k) for k in clients) & self.lost)
+        if lost:  # known unreachable (only exchanges outside the rounds include them)
+            raise MissingReplies(phase, lost)
+        # attempts matter only where replies can be lost (then clients keep snapshots)
+        attempt = self.attempt if self.in_attempt and self.may_lose else 0
+        outgoing = []
         for k in clients:
             message = build(k)
-            if k in self.lost:  # known unreachable: not sent, missing at once
-                continue
             self._sent(phase, k, message)
-            sent.append(k)
             outgoing.append(Message(pack(message, attempt, self.committed[k]),
                                     dst_node_id=self.nodes[k],
                                     message_type=f"query.{PHASE_ACTIONS[phase]}"))
         answers = send_all(self.grid, outgoing, [f"client {k}, phase {phase!r}"
-                                                 for k in sent], self.timeout)
-        replies = dict(zip(sent, answers))
+                                                 for k in clients], self.timeout)
         missing = []
-        for k in clients:
-            answer = replies.get(k)
+        for k, answer in zip(clients, answers):
             if answer is None:
-                missing.append(k)
+                missing.append(int(k))
                 continue
             reply = unpack(answer.content)
             self._received(phase, k, reply)
             receive(k, reply)
         for k in missing:
-            if k not in self.lost:
-                self.lost.add(int(k))
-                self.events.append(("lost", self.round, int(k), phase))
-                log(WARNING, "HyFDCA: client %d lost (round %s, phase %r): absent until it "
-                    "rejoins", k, self.round, phase)
+            self.lost.add(k)
+            self.events.append(("lost", self.round, k, phase))
+            log(WARNING, "HyFDCA: client %d lost (round %s, phase %r): absent until it "
+                "rejoins", k, self.round, phase)
         if missing:
             raise MissingReplies(phase, missing)
 
@@ -161,22 +165,34 @@ class FlowerTransport(Transport):
     def rejoining(self, round_):
         if not self.lost or self.configure is None:
             return []
-        back = []
         for node, described in self._probe():
             k = int(described["client"])
-            if k not in self.lost or not self._matches(k, described):
+            if 0 <= k < len(self.nodes) and self._matches(k, described):
+                self.described[node] = k
+            else:
                 self.strangers.add(node)
+        in_use = {self.nodes[k] for k in range(len(self.nodes)) if k not in self.lost}
+        back = []
+        for node, k in sorted(self.described.items()):
+            if k not in self.lost or node in in_use or k in back:
                 continue
+            del self.described[node]  # (asked again if configuring it fails)
             try:
                 ask(self.grid, [node], CONFIGURE, [self.configure(k)], self.timeout)
             except TimeoutError:
                 continue
             self.nodes[k] = node
             self.lost.discard(k)
-            self.events.append(("rejoined", round_, k, int(node)))
-            log(INFO, "HyFDCA: client %d rejoins from node %d", k, node)
+            self._round_of_rejoin = round_
             back.append(k)
         return sorted(back)
+
+    def rejoined(self, k, ok):
+        """A rejoin that went through is an event; one that did not left k lost (its
+        exchange marked it)."""
+        if ok:
+            self.events.append(("rejoined", self._round_of_rejoin, k, int(self.nodes[k])))
+            log(INFO, "HyFDCA: client %d rejoins from node %d", k, self.nodes[k])
 
     def _matches(self, k, described):
         return (np.array_equal(bytes_array(described["sample_ids"]),
@@ -188,7 +204,7 @@ class FlowerTransport(Transport):
         """Ask online nodes not in use who they are (without waiting for the answer);
         return the (node, description) pairs that have answered since."""
         in_use = {self.nodes[k] for k in range(len(self.nodes)) if k not in self.lost}
-        asked = set(self.probes.values())
+        asked = set(self.probes.values()) | set(self.described)
         new = sorted(set(self.grid.get_node_ids()) - in_use - asked - self.strangers)
         if new:
             out = [Message(RecordDict({RECORD: ConfigRecord({})}), dst_node_id=n,

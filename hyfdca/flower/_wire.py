@@ -24,6 +24,8 @@ PHASE_ACTIONS = {
 # before the protocol: the server asks each node who it is, then configures it
 DESCRIBE, CONFIGURE = "describe", "configure"
 RECORD = "hyfdca"
+# the reply of a node that holds no session (restarted under the same node id): absent
+NO_SESSION = "no_session"
 
 
 def pack(message, attempt=0, committed=0):

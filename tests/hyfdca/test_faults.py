@@ -271,6 +271,38 @@ def test_a_client_restarted_when_its_reply_is_lost_rejoins_too(grid):
     assert_w_accounts_for_each_client(run)
 
 
+def test_a_rejoin_whose_reply_is_lost_leaves_the_client_away(grid):
+    """Every rejoin's resync is lost: the client stays away (never in a round), the
+    server's record of it is untouched, and the others go on."""
+    run = HyFDCARun(grid, partial(fraction=1.0), crypto="mask", transport=faulty(
+        script=[(2, "local dual method", 1, "restart")], drop=1.0, certificate_retries=0,
+        phases={"rejoin: dual sync + primal contribution"}))
+    records = [run.step() for _ in range(3)]
+    before = run.server.synced_at[1], run.server.contribution[1].copy()
+    records += [run.step() for _ in range(3)]
+    assert [r["available"] for r in records] == [4, 4, 3, 3, 3, 3]
+    assert [t for t, *_ in run.rejoin_traffic] == [3, 4, 5]  # tried before every round
+    assert run.server.synced_at[1] == before[0]
+    np.testing.assert_array_equal(run.server.contribution[1], before[1])
+
+
+def test_a_checkpoint_rejoins_a_returning_client_first(grid):
+    """A checkpoint taken between a restart and the next round holds the client rejoined,
+    as the next round would have it: the run goes on with the same bits."""
+    script = [(3, "local dual method", 2, "restart")]
+    a = HyFDCARun(grid, partial(fraction=1.0), crypto="mask", transport=faulty(script=script))
+    b = HyFDCARun(grid, partial(fraction=1.0), crypto="mask", transport=faulty(script=script))
+    for _ in range(4):
+        a.step()
+        b.step()
+    b.checkpoint_files()
+    assert [(t, c) for t, c, _ in b.rejoin_traffic] == [(4, 2)]
+    for _ in range(3):
+        a.step()
+        b.step()
+    assert_same_state(a, b)
+
+
 def train_to(run, rel_tol, max_rounds):
     from feddata import History
     from hyfdca._run import train

@@ -48,16 +48,18 @@ def test_a_2x2_mask_job_on_the_simulation_engine_gives_the_in_process_iterates(j
     assert [r["rtc"] for r in rows["rows"]] == [0] + [r["rtc"] for r in history.rounds]
 
 
-def not_answering(k, round_, seconds):
-    """A Flower mod: client k's ClientApp lets its round-start message of round ``round_``
-    go unanswered for ``seconds`` (it handles nothing; the server, whose phase timeout is
-    shorter, never reads the late error reply)."""
+def failing_at_round_start(k, round_, how, seconds=5.3):
+    """A Flower mod for client k's round-start message of round ``round_``: "late" lets it
+    go unanswered for ``seconds`` (handling nothing; the server, whose phase timeout is
+    shorter, never reads the late error reply); "wiped" drops the node's session first, as
+    a node restarted under the same node id would have none."""
     import time
 
     from flwr.app import Error
     from flwr.app import Message as FlowerMessage
 
     from hyfdca._messages import RoundStart
+    from hyfdca.flower._client_app import SESSION
     from hyfdca.flower._wire import unpack
 
     def mod(message, context, call_next):
@@ -65,14 +67,19 @@ def not_answering(k, round_, seconds):
                 and message.metadata.message_type == "query.dual_sync"):
             request = unpack(message.content)
             if isinstance(request, RoundStart) and request.round == round_:
+                if how == "wiped":
+                    del context.state[SESSION]
+                    return call_next(message, context)
                 time.sleep(seconds)
                 return FlowerMessage(Error(code=0, reason="late"), reply_to=message)
         return call_next(message, context)
     return mod
 
 
-def test_a_party_that_does_not_answer_is_absent_then_rejoins_on_the_simulation_engine(job):
-    """Client k does not answer round 3's first phase in time: on Flower the round runs
+@pytest.mark.parametrize("how", ["late", "wiped"])
+def test_a_party_that_does_not_answer_is_absent_then_rejoins_on_the_simulation_engine(job, how):
+    """Client k does not answer round 3's first phase in time ("late"), or answers that it
+    has no session ("wiped": its node restarted under the same id): on Flower the round runs
     again without it, the other parties roll back their part of the first attempt, k is
     lost, the server finds its node again (it answers who it is) and k rejoins with a
     fresh session (set-up, whole dual sync, its v_k). The iterates are bit for bit those
@@ -90,11 +97,11 @@ def test_a_party_that_does_not_answer_is_absent_then_rejoins_on_the_simulation_e
     for _ in range(3):
         probe.step()
     k = int(probe.available()[0])
-    model, rows = flower.simulate(fed, settings, folder / "sim-fault", client_keys=client_keys,
+    model, rows = flower.simulate(fed, settings, folder / f"sim-{how}", client_keys=client_keys,
                                   server_keys=server_keys, max_rounds=12, eval_every=2,
-                                  seed=3, phase_timeout=3.0,
-                                  client_mods=[not_answering(k, 3, 3.2)])
-    events = json.loads((folder / "sim-fault" / "output" / "events.json").read_text())
+                                  seed=3, phase_timeout=5.0,
+                                  client_mods=[failing_at_round_start(k, 3, how)])
+    events = json.loads((folder / f"sim-{how}" / "output" / "events.json").read_text())
     assert events["events"][0] == ["lost", 3, k, "dual sync + primal aggregation"]
     [rejoin] = events["rejoins"]
     back = rejoin["round"]
@@ -160,9 +167,26 @@ def test_a_libsvm_party_file_names_what_is_wrong(tmp_path):
     bad.write_text("# hyfdca sample_ids: 4-6\n# hyfdca feature_ids: 0-2\n+1 1:0.5\n")
     with pytest.raises(ValueError, match="1 rows but 3 sample_ids"):
         flower.read_block(bad)
-    bad.write_text("# hyfdca sample_ids: 4-x\n# hyfdca feature_ids: 0-2\n+1 1:0.5\n")
-    with pytest.raises(ValueError, match="is not a list of ids and ranges"):
+    for ids in ("4-x", "5-3,7"):
+        bad.write_text(f"# hyfdca sample_ids: {ids}\n# hyfdca feature_ids: 0-2\n+1 1:0.5\n")
+        with pytest.raises(ValueError, match="is not a list of ids and ranges"):
+            flower.read_block(bad)
+    bad.write_text("# hyfdca sample_ids: 4\n# hyfdca feature_ids:\n+1\n")
+    with pytest.raises(ValueError, match="at least one sample and one feature"):
         flower.read_block(bad)
+
+
+def test_a_compressed_libsvm_party_file_with_blank_header_lines_reads_back(job, tmp_path):
+    import gzip
+
+    block = job[0].blocks[1]
+    flower.write_block(tmp_path / "b.libsvm.gz", block)
+    lines = gzip.open(tmp_path / "b.libsvm.gz", "rt").read().splitlines()
+    (tmp_path / "c.libsvm").write_text("\n".join([lines[0], "", lines[1], *lines[2:]]) + "\n")
+    for name in ("b.libsvm.gz", "c.libsvm"):
+        back = flower.read_block(tmp_path / name)
+        np.testing.assert_array_equal(back.X.toarray(), block.X.toarray())
+        np.testing.assert_array_equal(back.sample_ids, block.sample_ids)
 
 
 def test_a_loopback_deployment_with_tls_gives_the_in_process_iterates(job, cancer):
