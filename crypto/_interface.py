@@ -83,6 +83,9 @@ class Evaluator:
     """
 
     capacity = None
+    # how the values the server handles are hidden from it (reported by the CLI; a
+    # networked run refuses "none" unless told it is insecure)
+    protection = "homomorphic encryption"
 
     def __init__(self, key_id, counts):
         self.key_id = key_id

@@ -156,6 +156,7 @@ class MaskEvaluator(Evaluator):
 
     capacity = None  # wraps are detected exactly on decryption (see the module docstring)
     nbytes_per_value = 8 + 4 * len(PRIMES)
+    protection = "additive masking under the clients' shared key (not homomorphic encryption)"
 
     def _zeros(self, n):
         return MaskPayload.zeros(n)

@@ -85,6 +85,10 @@ class PaillierArithmetic(Evaluator):
     """Server-side Paillier arithmetic mod n^2, shared by both Paillier backends:
     Enc(a) Enc(b) = Enc(a + b), Enc(a)^k = Enc(k a); capacity n/3 per value."""
 
+    @property
+    def protection(self):
+        return f"Paillier homomorphic encryption ({self._n.bit_length()}-bit modulus)"
+
     def __init__(self, key_id, n, counts):
         super().__init__(key_id, counts)
         self._n = gmpy2.mpz(n)

@@ -12,6 +12,7 @@ _ids = itertools.count()
 
 class PlainEvaluator(Evaluator):
     nbytes_per_value = 8
+    protection = "none (plaintext: the server sees every value)"
 
     def __init__(self, key_id, counts, codec):
         super().__init__(key_id, counts)

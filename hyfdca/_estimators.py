@@ -126,8 +126,12 @@ class HyFDCAClassifier(ClassifierMixin, _HyFDCABase):
         per sample (liblinear's intercept_scaling; it is regularised).
     crypto : {"plain", "paillier", "fast-paillier", "mask"}, default="plain"
         Encryption backend of the simulated protocol (``crypto.BACKENDS``; Paillier keys
-        are 2048 bits). "plain" runs on the batched engine (same iterates as the message
-        protocol), except the logistic loss with the line search.
+        are 2048 bits). The default is plaintext on purpose: ``fit`` splits pooled data
+        that is already in one process, so no data crosses a boundary and encryption
+        would protect nothing (it only measures its cost; a deployment across parties
+        refuses plaintext, docs/deployment.md). "plain" runs on the batched engine (same
+        iterates as the message protocol), except the logistic loss with the line
+        search.
     random_state : int, default=0
 
     Attributes

@@ -98,6 +98,7 @@ def cmd_train(args):
     print(f"  duality gap          {primal - dual:.3e}   (best primal - best dual)")
     print(f"  relative loss        {(primal - p_star) / p_star:.3e}   (P - P*) / P*")
     print(f"  validation accuracy  {accuracy:.4f}   (centralized solver: {central_acc:.4f})")
+    print(f"  encryption           {run.server.evaluator.protection}")
     plot = plot_history(history, out / "convergence.png",
                         title=f"{args.dataset} {args.partition}",
                         reference_accuracy=central_acc)
@@ -216,6 +217,10 @@ def cmd_experiment(args):
         measured = profile.measure_operations(args.backend, key_bits=args.key_bits,
                                               n_values=args.cost_values, repeats=1)
         costs = {c.operation: c.per_value for c in measured}
+    print("encryption: none of these runs encrypts; " + (
+        f"each HyFDCA round is charged the {'reference' if args.deterministic else 'measured'}"
+        f" per-operation costs of {args.backend} (its operation counts x cost per value)"
+        if costs else "no encryption cost is charged (--backend plain)"))
     methods = args.methods.split(",") if args.methods else experiments.METHODS
     unknown = sorted(set(methods) - set(experiments.ALL_METHODS))
     if unknown:

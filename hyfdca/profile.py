@@ -141,8 +141,10 @@ class _CryptoTimer:
         return acting
 
     def take(self):
-        """(slowest client's crypto seconds, server's) since the last call; reset."""
-        out = float(self.client_seconds.max()), self.server_seconds
+        """(slowest client's crypto seconds, server's, everyone's) since the last call;
+        reset."""
+        out = (float(self.client_seconds.max()), self.server_seconds,
+               float(self.client_seconds.sum()) + self.server_seconds)
         self.client_seconds[:] = 0.0
         self.server_seconds = 0.0
         return out
@@ -151,23 +153,33 @@ class _CryptoTimer:
 def round_breakdown(dataset, settings, *, crypto="plain", crypto_options=None, rounds=5,
                     warmup=1, seed=0, latencies=LATENCIES):
     """Mean seconds per round of HyFDCA on ``dataset`` over ``rounds`` rounds after
-    ``warmup``: computation, encryption (measured), and communication at each latency. Returns a dict with the per-round means, the RTC per
-    round and one row per latency."""
+    ``warmup``: computation, encryption (measured), and communication at each latency.
+    Returns a dict with the per-round means (also ``wall``: the one-process run's seconds,
+    every client in turn; ``encryption_all``: every client's crypto seconds and the
+    server's, the part of ``wall`` that is encryption; ``bytes``: up and down), the RTC
+    per round and one row per latency."""
     from hyfdca._protocol import HyFDCARun
 
     run = HyFDCARun(dataset, settings, crypto=crypto, crypto_options=crypto_options,
                     seed=seed)
     timer = _CryptoTimer(run)
-    compute, encryption, rtc = [], [], []
+    compute, encryption, rtc, wall, everyone, sent = [], [], [], [], [], []
     for r in range(warmup + rounds):
+        start = time.perf_counter()
         record = run.step()
-        client_s, server_s = timer.take()
+        elapsed = time.perf_counter() - start
+        client_s, server_s, all_s = timer.take()
         if r >= warmup:  # the first round compiles kernels and fills caches
             compute.append(record["compute_seconds"])
             encryption.append(client_s + server_s)
             rtc.append(record["rtc"])
+            wall.append(elapsed)
+            everyone.append(all_s)
+            sent.append(record["bytes_up"] + record["bytes_down"])
     out = dict(backend=crypto, rounds=rounds, computation=float(np.mean(compute)),
-               encryption=float(np.mean(encryption)), rtc=float(np.mean(rtc)))
+               encryption=float(np.mean(encryption)), rtc=float(np.mean(rtc)),
+               wall=float(np.mean(wall)), encryption_all=float(np.mean(everyone)),
+               bytes=float(np.mean(sent)))
     out["rows"] = [dict(latency=lat, computation=out["computation"],
                         encryption=out["encryption"], communication=lat * out["rtc"])
                    for lat in latencies]

@@ -12,6 +12,7 @@ simulation helper):
   ``phase-timeout`` (seconds a phase waits for replies; 0: no limit, and a party that
   does not answer stops the run; with a limit, it is absent and may rejoin: needs
   participation "fraction" or "cyclic");
+* ``insecure``: true to allow the plaintext backend's keys (refused by default);
 * ``output``: folder for model.npy, history.json, history.csv and events.json (parties
   lost and rejoined, certificates skipped while a party was away);
 * ``predict-samples``: after training, predict this many new samples whose features the
@@ -69,8 +70,13 @@ def connect(grid, config):
 
 def main(grid, context, defaults):
     config = {**defaults, **context.run_config}
-    layout, nodes = connect(grid, config)
     evaluator = read_server_keys(config["server-keys"])
+    if evaluator.protection.startswith("none") and not config.get("insecure", False):
+        raise ValueError("the server keys are the plaintext backend's: every value would "
+                         "cross the network in the clear; make keys with `hyfdca keys "
+                         "--crypto mask|paillier|fast-paillier`, or set insecure = true in "
+                         "the run configuration for a trial without protection")
+    layout, nodes = connect(grid, config)
     settings = HyFDCASettings.from_dict(json.loads(config["settings"]))
     seed, frac_bits = int(config.get("seed", 0)), int(config.get("frac-bits", 32))
     bound = settings.bind(layout)

@@ -20,6 +20,7 @@ def test_demo_trains_federated_and_writes_history_and_plot(capsys, tmp_path):
     out = capsys.readouterr().out
     assert "FederatedDataset(9 clients" in out and "participation=fraction (0.5)" in out
     assert "duality gap" in out and "centralized solver:" in out
+    assert "encryption           none (plaintext: the server sees every value)" in out
     with open(tmp_path / "history.csv") as handle:
         rows = list(csv.DictReader(handle))
     assert len(rows) == 61 and rows[-1]["gap"] != "nan"
@@ -28,10 +29,12 @@ def test_demo_trains_federated_and_writes_history_and_plot(capsys, tmp_path):
 
 def test_run_with_the_quadrant_scheme_on_digits(capsys, tmp_path):
     args = ["run", "--dataset", "digits", "--partition", "quadrants:5", "--rounds", "20",
-            "--lam", "1e-3", "--quiet", "--output", str(tmp_path), "--positive-class", "3"]
+            "--lam", "1e-3", "--quiet", "--output", str(tmp_path), "--positive-class", "3",
+            "--crypto", "mask"]
     assert main(args) == 0
     out = capsys.readouterr().out
     assert "5 clients" in out and "one-vs-rest for class 3" in out
+    assert "encryption           additive masking under the clients' shared key" in out
     assert (tmp_path / "history.json").exists()
 
 

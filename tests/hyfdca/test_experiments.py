@@ -179,7 +179,9 @@ def test_the_suite_runs_end_to_end(tmp_path, capsys):
     rows = json.loads((out / "results.json").read_text())
     assert {r["method"] for r in rows} == {"HyFDCA", "FedAvg", "HyFEM"}
     assert all(r["rounds"] == 6 for r in rows if r["mode"] == "iteration")
-    last = capsys.readouterr().out.strip().splitlines()[-1]
+    printed = capsys.readouterr().out
+    assert "encryption: none of these runs encrypts; no encryption cost is charged" in printed
+    last = printed.strip().splitlines()[-1]
     assert last.startswith("headline: hyfdca_wins_iter=") and last.endswith("/8")
 
 

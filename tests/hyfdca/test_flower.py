@@ -131,6 +131,25 @@ def test_the_server_loads_only_the_public_key_file(job):
         flower.read_server_keys(client_keys)
 
 
+def test_a_deployment_refuses_plaintext_keys_unless_told_it_is_insecure(tmp_path):
+    """Checked before the server waits for any party."""
+    from types import SimpleNamespace
+
+    from hyfdca.flower._server_app import main
+
+    _, server_keys = flower.write_keys(tmp_path, "plain")
+    context = SimpleNamespace(run_config={"server-keys": str(server_keys)})
+    with pytest.raises(ValueError, match="plaintext backend's: every value would cross"):
+        main(None, context, {})
+    class Unreachable:
+        def get_node_ids(self):
+            raise LookupError("asked for the nodes")
+
+    context.run_config["insecure"] = True
+    with pytest.raises(LookupError, match="asked for the nodes"):  # past the check
+        main(Unreachable(), context, {"num-clients": 2})
+
+
 def test_a_client_block_file_round_trips(job, tmp_path):
     fed = job[0]
     flower.write_block(tmp_path / "b.npz", fed.blocks[3])

@@ -1,0 +1,98 @@
+#!/usr/bin/env python
+"""What encryption costs inside a HyFDCA round, per backend: a9a on a 3x3 hybrid grid at
+participation 1.0 and 0.5, hinge, lam 1e-4, the default variant, seed 0.
+
+Per backend and participation, over the measured rounds (after one warm-up round):
+wall seconds per round of the one-process run (every client in turn), the encryption
+seconds per round as the clients in parallel would see it (the slowest client's
+encrypt/decrypt plus the server's add/multiply, ``hyfdca.profile.round_breakdown``), the
+encryption share of the wall time (everyone's crypto seconds over the wall), bytes per
+round (up and down, ciphertexts at the backend's size) and the ratio of ``paillier``'s
+(python-paillier, one value per ciphertext) encryption seconds to the backend's. Keys:
+2048-bit Paillier moduli; the masking backend is additive masking, not homomorphic
+encryption, and is shown for reference only.
+
+The reference is ``paillier`` measured in the same run. ``fast-paillier`` runs in the
+loop with one value per ciphertext (the server indexes ciphertexts sample by sample; a
+packed layout for the protocol is issue 17's first deliverable).
+
+    python benchmarks/encrypted_rounds.py           # full a9a, 50 rounds (~10 hours)
+    python benchmarks/encrypted_rounds.py --quick   # first 300 rows, 2 rounds (~1 min)
+
+Last line: ``headline: best_he_vs_paillier_round=<x> fast_paillier_vs_paillier_round=<y>``,
+each the smaller of the two participation levels' encryption-time ratios (x: the best
+homomorphic backend other than paillier).
+"""
+
+import os
+
+for _var in ("OMP_NUM_THREADS", "NUMBA_NUM_THREADS", "OPENBLAS_NUM_THREADS",
+             "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
+
+import argparse  # noqa: E402
+import sys  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import numpy as np  # noqa: E402
+
+from feddata.datasets import load_dataset, locate_dataset  # noqa: E402
+from feddata.partition import partition_from_spec  # noqa: E402
+from hyfdca import HyFDCASettings  # noqa: E402
+from hyfdca.profile import round_breakdown  # noqa: E402
+
+BACKENDS = ("plain", "mask", "paillier", "fast-paillier")
+HOMOMORPHIC = ("paillier", "fast-paillier")  # real homomorphic encryption
+FRACTIONS = (1.0, 0.5)
+FULL = dict(rows=None, rounds=50)
+QUICK = dict(rows=300, rounds=2)
+
+
+def problem(rows, fraction):
+    data = load_dataset("a9a")
+    X, y = data.X, np.asarray(data.y, dtype=np.float64)
+    if rows:
+        X, y = X[:rows], y[:rows]
+    fed = partition_from_spec(X, y, "3x3", seed=0)
+    settings = HyFDCASettings.from_variant("auto", loss="hinge", lam=1e-4,
+                                           participation="fraction", fraction=fraction)
+    return fed, settings
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true")
+    args = parser.parse_args()
+    if locate_dataset("a9a") is None:
+        print("a9a is not on this machine (../shared/data or HYFDCA_DATA): nothing to run")
+        return
+    cfg = QUICK if args.quick else FULL
+    results = {}
+    for fraction in FRACTIONS:
+        fed, settings = problem(cfg["rows"], fraction)
+        for backend in BACKENDS:
+            print(f"f = {fraction}: {backend} ...", flush=True)
+            results[fraction, backend] = round_breakdown(fed, settings, crypto=backend,
+                                                         rounds=cfg["rounds"])
+    rows = f"first {cfg['rows']} rows" if cfg["rows"] else "all rows"
+    print(f"\na9a ({rows}), 3x3, hinge, lam 1e-4, {cfg['rounds']} rounds after one warm-up")
+    print("| participation | backend | s per round | encryption s per round | encryption "
+          "share | MB per round | paillier's encryption / this |")
+    print("|---|---|---|---|---|---|---|")
+    ratios = {}
+    for (fraction, backend), r in results.items():
+        reference = results[fraction, "paillier"]["encryption"]
+        ratio = reference / r["encryption"] if r["encryption"] > 0 else float("inf")
+        ratios[fraction, backend] = ratio
+        print(f"| {fraction:g} | {backend} | {r['wall']:.4f} | {r['encryption']:.4f} | "
+              f"{r['encryption_all'] / r['wall']:.0%} | {r['bytes'] / 1e6:.3f} | {ratio:.1f}x |")
+    best = max(min(ratios[f, b] for f in FRACTIONS) for b in HOMOMORPHIC if b != "paillier")
+    fast = min(ratios[f, "fast-paillier"] for f in FRACTIONS)
+    print(f"headline: best_he_vs_paillier_round={best:.1f} "
+          f"fast_paillier_vs_paillier_round={fast:.1f}")
+
+
+if __name__ == "__main__":
+    main()
