@@ -6,7 +6,7 @@ import dataclasses
 import numpy as np
 import pytest
 
-from crypto import EncryptedVector
+from crypto import BACKENDS, EncryptedVector
 from feddata import partition as P
 from hyfdca import run_hyfdca
 from hyfdca import HyFDCASettings
@@ -46,7 +46,7 @@ def plain_run(cancer):
     return _with_decoys(cancer, "plain")
 
 
-@pytest.fixture(scope="module", params=["paillier", "fast-paillier", "mask"])
+@pytest.fixture(scope="module", params=sorted(set(BACKENDS) - {"plain"}))  # every backend
 def encrypted_run(cancer, request):
     return _with_decoys(cancer, request.param)
 
