@@ -1,6 +1,7 @@
 """A HyFDCA client: its block, its labels, the alpha of its samples, w on its features."""
 
 import time
+from types import SimpleNamespace
 
 import numpy as np
 
@@ -13,13 +14,6 @@ from hyfdca._round import (aggregation_weights, correction_factors, line_search_
                            local_dual_method, step_bits)
 from hyfdca._settings import check_classification_labels
 from solvers import weighted_objective_sums
-
-
-class _Rows:
-    """What a Client needs of a ClientBlock: X^k and the labels."""
-
-    def __init__(self, X, y):
-        self.X, self.y = X, y
 
 
 class Client:
@@ -243,11 +237,9 @@ class Client:
     def resync(self, message):
         """Rejoin after losing its state: alpha := the synced alpha of all its samples;
         send v_k = (X^k)^T alpha / (lam N) in full (it replaces the server's old v_k)."""
-        self._pending = None
-        self._synced[:] = 0.0
-        self._synced_mask[:] = False
+        self._pending = None  # nothing tentative: alpha becomes the server's alpha
         self._apply_sync(message.sync)
-        self._synced[:] = 0.0
+        self._synced[:] = 0.0  # v_k goes in full, not as the sync's change
         self._synced_mask[:] = False
         return msg.PrimalContribution(change=self.X.T @ self.alpha / self.settings.lam_n,
                                       drawn=np.zeros(0, dtype=np.int64),
@@ -257,8 +249,8 @@ class Client:
         """The same party after a restart that lost its state: its block, keys, settings
         and draw stream, nothing else (it rejoins through the set-up exchange and
         :meth:`resync`)."""
-        return Client(self.id, _Rows(self.X, self.y), self.keys, self.masker, self.settings,
-                      self.stream)
+        return Client(self.id, SimpleNamespace(X=self.X, y=self.y), self.keys, self.masker,
+                      self.settings, self.stream)
 
     def _draw(self, eligible, round_):
         candidates = np.flatnonzero(eligible)
