@@ -9,15 +9,16 @@ encrypt/decrypt plus the server's add/multiply, ``hyfdca.profile.round_breakdown
 encryption share of the wall time (everyone's crypto seconds over the wall), bytes per
 round (up and down, ciphertexts at the backend's size) and the ratio of ``paillier``'s
 (python-paillier, one value per ciphertext) encryption seconds to the backend's. Keys:
-2048-bit Paillier moduli; the masking backend is additive masking, not homomorphic
-encryption, and is shown for reference only.
+2048-bit Paillier moduli; BFV at N = 8192 (128-bit security); the masking backend is
+additive masking, not homomorphic encryption, and is shown for reference only.
 
-The reference is ``paillier`` measured in the same run. ``fast-paillier`` runs in the
-loop with one value per ciphertext (the server indexes ciphertexts sample by sample; a
-packed layout for the protocol is issue 17's first deliverable).
+The reference is ``paillier`` measured in the same run. ``fast-paillier`` and ``bfv``
+pack their ciphertexts in the protocol's block layout (``hyfdca._packing``: 15 and 8,192
+values per ciphertext); ``fast-paillier slots=1`` is shown beside them.
 
     python benchmarks/encrypted_rounds.py           # full a9a, 50 rounds (~10 hours)
     python benchmarks/encrypted_rounds.py --quick   # first 300 rows, 2 rounds (~1 min)
+    python benchmarks/encrypted_rounds.py --rows 3000 --rounds 5   # anything between
 
 Last line: ``headline: best_he_vs_paillier_round=<x> fast_paillier_vs_paillier_round=<y>``,
 each the smaller of the two participation levels' encryption-time ratios (x: the best
@@ -43,8 +44,11 @@ from feddata.partition import partition_from_spec  # noqa: E402
 from hyfdca import HyFDCASettings  # noqa: E402
 from hyfdca.profile import round_breakdown  # noqa: E402
 
-BACKENDS = ("plain", "mask", "paillier", "fast-paillier")
-HOMOMORPHIC = ("paillier", "fast-paillier")  # real homomorphic encryption
+# (label, backend, options)
+BACKENDS = (("plain", "plain", {}), ("mask", "mask", {}), ("paillier", "paillier", {}),
+            ("fast-paillier slots=1", "fast-paillier", dict(slots=1)),
+            ("fast-paillier", "fast-paillier", {}), ("bfv", "bfv", {}))
+HOMOMORPHIC = ("paillier", "fast-paillier slots=1", "fast-paillier", "bfv")
 FRACTIONS = (1.0, 0.5)
 FULL = dict(rows=None, rounds=50)
 QUICK = dict(rows=300, rounds=2)
@@ -64,18 +68,22 @@ def problem(rows, fraction):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--rows", type=int, help="first rows of a9a (default: all)")
+    parser.add_argument("--rounds", type=int, help="measured rounds (default: 50)")
     args = parser.parse_args()
     if locate_dataset("a9a") is None:
         print("a9a is not on this machine (../shared/data or HYFDCA_DATA): nothing to run")
         return
-    cfg = QUICK if args.quick else FULL
+    cfg = dict(QUICK if args.quick else FULL)
+    cfg.update({k: v for k, v in (("rows", args.rows), ("rounds", args.rounds)) if v})
     results = {}
     for fraction in FRACTIONS:
         fed, settings = problem(cfg["rows"], fraction)
-        for backend in BACKENDS:
-            print(f"f = {fraction}: {backend} ...", flush=True)
-            results[fraction, backend] = round_breakdown(fed, settings, crypto=backend,
-                                                         rounds=cfg["rounds"])
+        for label, backend, options in BACKENDS:
+            print(f"f = {fraction}: {label} ...", flush=True)
+            results[fraction, label] = round_breakdown(fed, settings, crypto=backend,
+                                                       crypto_options=options,
+                                                       rounds=cfg["rounds"])
     rows = f"first {cfg['rows']} rows" if cfg["rows"] else "all rows"
     print(f"\na9a ({rows}), 3x3, hinge, lam 1e-4, {cfg['rounds']} rounds after one warm-up")
     print("| participation | backend | s per round | encryption s per round | encryption "
@@ -90,6 +98,10 @@ def main():
               f"{r['encryption_all'] / r['wall']:.0%} | {r['bytes'] / 1e6:.3f} | {ratio:.1f}x |")
     best = max(min(ratios[f, b] for f in FRACTIONS) for b in HOMOMORPHIC if b != "paillier")
     fast = min(ratios[f, "fast-paillier"] for f in FRACTIONS)
+    for f in FRACTIONS:
+        r = results[f, "bfv"]
+        print(f"bfv at f = {f:g}: {r['wall']:.3f} s per round wall, "
+              f"{r['encryption']:.4f} s encryption per round (slowest client + server)")
     print(f"headline: best_he_vs_paillier_round={best:.1f} "
           f"fast_paillier_vs_paillier_round={fast:.1f}")
 

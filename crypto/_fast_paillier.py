@@ -19,7 +19,11 @@ tracks every vector's bound and refuses (OverflowError) an add or multiply that 
 against the vector's bound and the padding slots against zero (CiphertextError), which
 catches a tampered ciphertext or one of another key with overwhelming probability.
 A packed ciphertext cannot be sliced homomorphically: ``take``, ``add_at`` and ``put``
-refuse packed vectors, and the protocol (per-index server state) uses ``slots=1``.
+move whole ciphertexts, and the protocol lays its vectors out in blocks of ``slots``
+samples (``hyfdca._packing``). By default every ciphertext holds as many slots as the
+modulus allows, with 64 bits of headroom: 128-bit slots, 15 per 2048-bit modulus, room for
+2^48 sums of fresh values multiplied by up to 2^16 (a HyFDCA run of R rounds over K
+holders needs R K <= 2^48).
 
 Vectors of at least ``pool_threshold`` ciphertexts are encrypted and decrypted in a
 process pool of ``n_jobs`` workers (client side only; each worker builds its own table).
@@ -236,19 +240,18 @@ class FastPaillierKeyHolder(KeyHolder):
         return state
 
 
-def fast_paillier_backend(n_length=DEFAULT_KEYSIZE, frac_bits=32, insecure=False, slots=1,
-                          headroom_bits=16, exponent_bits=None, n_jobs=1, pool_threshold=256,
-                          codec=None):
+def fast_paillier_backend(n_length=DEFAULT_KEYSIZE, frac_bits=32, insecure=False,
+                          slots="auto", headroom_bits=64, exponent_bits=None, n_jobs=1,
+                          pool_threshold=256, codec=None):
     """(KeyHolder for clients, Evaluator for the server) under a fresh key.
 
     Parameters
     ----------
     n_length : int, default=2048
         Modulus bits; under 2048 refused unless ``insecure=True`` (tests only).
-    slots : int or "auto", default=1
-        Values per ciphertext; "auto" packs as many as the modulus holds. The protocol
-        needs 1 (per-index server operations).
-    headroom_bits : int, default=16
+    slots : int or "auto", default="auto"
+        Values per ciphertext; "auto" packs as many as the modulus holds.
+    headroom_bits : int, default=64
         Extra bits per slot: about 2^headroom_bits additions of fresh values fit.
     exponent_bits : int, optional
         Bits of the DJN random exponent (default 2 x the security level).

@@ -34,7 +34,8 @@ class CiphertextError(ValueError):
 
 @dataclass
 class OpCounts:
-    """Homomorphic operations performed, counted per value."""
+    """Homomorphic operations performed, counted per ciphertext (per value when each
+    ciphertext holds one)."""
 
     encrypt: int = 0
     decrypt: int = 0
@@ -48,9 +49,11 @@ class OpCounts:
 class EncryptedVector:
     """Ciphertexts of ``length`` fixed-point values at ``scale_bits`` fractional bits.
 
-    ``payload`` is backend-specific (int64 array for the plaintext backend, an object array
-    of ciphertext integers for Paillier, one per value or one per ``slots`` values when
-    packed, a :class:`~crypto._mask.MaskPayload` for masking); do not read it outside the
+    ``payload`` holds one item per ciphertext, each carrying ``slots`` values (value j of
+    the vector in slot j mod slots of ciphertext j // slots; a last ciphertext may have
+    empty slots, which hold 0). It is backend-specific (int64 array for the plaintext
+    backend, an object array of ciphertext integers for Paillier, of lattice ciphertexts
+    for BFV, a :class:`~crypto._mask.MaskPayload` for masking); do not read it outside the
     backend. ``bound`` bounds |encoded integer| of every value (see the module docstring).
     """
 
@@ -77,12 +80,18 @@ class Evaluator:
     """Server-side operations on ciphertexts under one public key.
 
     Subclasses implement ``_add(p, q)``, ``_multiply(p, m)`` (m an int64 array with one
-    entry per payload item), ``_zeros(n)`` and ``nbytes_per_value``, and set ``capacity``:
-    the largest |encoded integer| a ciphertext can hold, or None where decryption detects
-    any overflow exactly by itself (the masking backend).
+    entry per payload item), ``_zeros(n)`` (n ciphertexts) and ``nbytes_per_value`` (bytes
+    of one ciphertext), and set ``capacity``: the largest |encoded integer| a slot can
+    hold, or None where decryption detects any overflow exactly by itself (the masking
+    backend), and ``slots``: values per ciphertext.
+
+    Selection and scatter (``take``, ``add_at``, ``put``) address whole ciphertexts: with
+    one value per ciphertext that is value by value; packed vectors are laid out by their
+    user so that whole ciphertexts are what it selects (``hyfdca._packing``).
     """
 
     capacity = None
+    slots = 1
     # how the values the server handles are hidden from it (reported by the CLI; a
     # networked run refuses "none" unless told it is insecure)
     protection = "homomorphic encryption"
@@ -99,12 +108,10 @@ class Evaluator:
                 raise ValueError(f"ciphertext made under key {v.key_id}, this evaluator "
                                  f"holds key {self.key_id}")
 
-    def _unpacked(self, operation, *vectors):
-        for v in vectors:
-            if v.slots != 1:
-                raise ValueError(f"cannot {operation} single entries of {v}: packed "
-                                 f"ciphertexts hold {v.slots} values each and cannot be "
-                                 f"sliced homomorphically; use slots=1 for per-index state")
+    def _same_packing(self, operation, target, values):
+        if target.scale_bits != values.scale_bits or target.slots != values.slots:
+            raise ValueError(f"cannot {operation} {values} into {target}: scales or "
+                             f"packing differ")
 
     def _grown(self, bound, what):
         """``bound`` if it fits the capacity; else refuse (OverflowError), never wrap."""
@@ -116,8 +123,9 @@ class Evaluator:
         return bound
 
     def zeros(self, n, scale_bits):
-        """Encryptions of n zeros (deterministic, trivial ciphertexts)."""
-        return EncryptedVector(self._zeros(n), scale_bits, self.key_id, bound=0)
+        """n ciphertexts of zeros (``slots`` each; deterministic, trivial ciphertexts)."""
+        return EncryptedVector(self._zeros(n), scale_bits, self.key_id, bound=0,
+                               slots=self.slots, length=n * self.slots)
 
     def add(self, a, b):
         """Enc(a + b), elementwise; scales, lengths and packing must match."""
@@ -125,7 +133,7 @@ class Evaluator:
         if a.scale_bits != b.scale_bits or len(a) != len(b) or a.slots != b.slots:
             raise ValueError(f"cannot add {a} and {b}: scales or lengths differ")
         bound = self._grown(a.bound + b.bound, "a sum")
-        self.counts.add += len(a)
+        self.counts.add += len(a.payload)
         return EncryptedVector(self._add(a.payload, b.payload), a.scale_bits, self.key_id,
                                bound, a.slots, len(a))
 
@@ -143,42 +151,41 @@ class Evaluator:
                 raise ValueError(f"{a} is packed: it can only be multiplied by one integer "
                                  f"for all its values")
             m = np.full(len(a.payload), m[0] if len(a) else 0, dtype=np.int64)
-        self.counts.multiply += len(a)
+        self.counts.multiply += len(a.payload)
         return EncryptedVector(self._multiply(a.payload, m), a.scale_bits + extra_bits,
                                self.key_id, bound, a.slots, len(a))
 
     def take(self, a, index):
-        """The entries ``index`` of a (no homomorphic operation)."""
+        """The ciphertexts ``index`` of a (no homomorphic operation)."""
         self._check(a)
-        self._unpacked("take", a)
         index = _positions(index)
-        return EncryptedVector(a.payload[index], a.scale_bits, self.key_id, a.bound)
+        return EncryptedVector(a.payload[index], a.scale_bits, self.key_id, a.bound, a.slots,
+                               index.size * a.slots)
 
     def add_at(self, target, index, values):
-        """target[index] += values, in place (index without repeats)."""
+        """target's ciphertexts ``index`` += values' ciphertexts, in place (no repeats)."""
         self._check(target, values)
-        self._unpacked("add into", target, values)
-        if target.scale_bits != values.scale_bits:
-            raise ValueError(f"cannot add {values} into {target}: scales differ")
+        self._same_packing("add", target, values)
         index = _positions(index)
-        if index.size != len(values):
-            raise ValueError(f"cannot add {values} into {index.size} entries")
+        if index.size != len(values.payload):
+            raise ValueError(f"cannot add {values} into {index.size} ciphertexts")
         target.bound = self._grown(target.bound + values.bound, "a sum")
         self.counts.add += index.size
         target.payload[index] = self._add(target.payload[index], values.payload)
 
     def put(self, target, index, values):
-        """target[index] = values, in place (replaces ciphertexts; no homomorphic op)."""
+        """target's ciphertexts ``index`` = values' ciphertexts, in place (no homomorphic
+        operation)."""
         self._check(target, values)
-        self._unpacked("store into", target, values)
-        if target.scale_bits != values.scale_bits:
-            raise ValueError(f"cannot store {values} into {target}: scales differ")
+        self._same_packing("store", target, values)
         index = _positions(index)
+        if index.size != len(values.payload):
+            raise ValueError(f"cannot store {values} into {index.size} ciphertexts")
         target.payload[index] = values.payload
         target.bound = max(target.bound, values.bound)
 
     def stale(self, vector, index):
-        """Which entries ``index`` of a stored vector a key holder should refresh (see
+        """Which ciphertexts ``index`` of a stored vector a key holder should refresh (see
         ``KeyHolder.refresh``): none, except where ciphertexts grow with the operations
         folded into them (decided from public metadata only)."""
         return np.zeros(np.size(index), dtype=bool)
@@ -210,7 +217,7 @@ class KeyHolder:
     def encrypt(self, values):
         """Enc(values) at the codec's fractional bits (OverflowError if out of range)."""
         ints = self.codec.encode(values).ravel()
-        self.counts.encrypt += ints.size
+        self.counts.encrypt += -(-ints.size // self.slots)
         return EncryptedVector(self._encrypt(ints), self.codec.frac_bits, self.key_id,
                                bound=1 << self.codec.max_bits, slots=self.slots,
                                length=ints.size)
@@ -218,7 +225,7 @@ class KeyHolder:
     def decrypt(self, vector):
         """The real values of ``vector``."""
         self.evaluator._check(vector)
-        self.counts.decrypt += len(vector)
+        self.counts.decrypt += len(vector.payload)
         extra = vector.scale_bits - self.codec.frac_bits
         return self.codec.decode(self._decrypt(vector), extra_bits=extra)
 
@@ -235,8 +242,8 @@ class KeyHolder:
         then stay short). The bound is the old one: it says nothing about the value.
         """
         self.evaluator._check(vector)
-        self.counts.decrypt += len(vector)
-        self.counts.encrypt += len(vector)
+        self.counts.decrypt += len(vector.payload)
+        self.counts.encrypt += len(vector.payload)
         ints = np.asarray(self._decrypt(vector))
         if ints.dtype == object or ints.dtype.kind == "f":
             if ints.size and max(abs(int(v)) for v in ints) >= 2**63:

@@ -6,12 +6,13 @@ distributed key generation; here the dealer is a local function). Every client g
 same :class:`~crypto.KeyHolder` (private key or masking key) and the same
 :class:`~crypto.SecureSum` masker (pairwise masking key); the server gets only the
 :class:`~crypto.Evaluator`, which holds public parameters (the modulus n and n^2, for
-fast-paillier also h^n mod n^2 and the slot layout; for masking nothing but a random key
-id) and never a factor of n, a Paillier private key or a PRF key.
+fast-paillier also h^n mod n^2 and the slot layout; for BFV the public contexts; for
+masking nothing but a random key id) and never a factor of n, a Paillier private key or a PRF key.
 """
 
 from typing import NamedTuple
 
+from crypto._bfv import bfv_backend
 from crypto._fast_paillier import fast_paillier_backend
 from crypto._fixed_point import DEFAULT_FRACTIONAL_BITS, FixedPoint
 from crypto._interface import Evaluator, KeyHolder
@@ -25,6 +26,7 @@ BACKENDS = {
     "paillier": paillier_backend,
     "fast-paillier": fast_paillier_backend,
     "mask": mask_backend,
+    "bfv": bfv_backend,
 }
 
 
@@ -43,7 +45,7 @@ def deal_keys(backend="paillier", *, frac_bits=DEFAULT_FRACTIONAL_BITS, max_bits
 
     Parameters
     ----------
-    backend : {"plain", "paillier", "fast-paillier", "mask"}
+    backend : {"plain", "paillier", "fast-paillier", "mask", "bfv"}
     frac_bits, max_bits : int
         The fixed-point encoding every backend shares (round(x 2^frac_bits), |.| below
         2^max_bits, else OverflowError).

@@ -382,7 +382,7 @@ class BatchedHyFDCA:
                     rtc=plan.round_trips, bytes_up=0, bytes_down=0, compute_seconds=compute,
                     compute_ops=int(work.max(initial=0)), updates=updates,
                     engine_seconds=time.perf_counter() - start,
-                    encrypt=encrypt, decrypt=int(synced) + margins * updates + n_requested,
+                    encrypt=encrypt, decrypt=int(synced) + margins * received + n_requested,
                     add=margins * union_holdings + received + stepped,
                     multiply=stepped if self.step_bits > 0 else 0)
 

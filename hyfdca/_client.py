@@ -8,6 +8,7 @@ import numpy as np
 from feddata import local_work
 from hyfdca import _messages as msg
 from hyfdca._draws import draw_positions
+from hyfdca._packing import ClientBlocks
 from hyfdca._primal_change import rows_change
 from hyfdca._encoding_range import check_encoding_range
 from hyfdca._round import (aggregation_weights, correction_factors, line_search_shares,
@@ -23,8 +24,8 @@ class Client:
     Parameters
     ----------
     block : ClientBlock
-        X^k (local CSR), I_k, J_k and the labels of its samples. |C_i| of its samples and
-        the full squared row norms q_i come with the set-up exchange
+        X^k (local CSR), I_k, J_k and the labels of its samples. |C_i| of its samples, its
+        ciphertext blocks and the full squared row norms q_i come with the set-up exchange
         (:meth:`setup_request`, :meth:`setup_norms`).
     keys : crypto KeyHolder
         Encryption and decryption under the clients' shared key.
@@ -40,7 +41,7 @@ class Client:
     # set at construction from its block, keys and settings; the rest is the run's state
     FIXED = frozenset(("id", "X", "y", "n_local", "keys", "masker", "settings", "stream",
                        "q", "partial", "rho", "update_weight", "inv_holders", "H",
-                       "_counts", "_n_clients", "_prediction"))
+                       "_counts", "_n_clients", "_blocks", "_prediction"))
 
     def __init__(self, client_id, block, keys, masker, settings, stream):
         self.id = client_id
@@ -57,7 +58,7 @@ class Client:
         self.partial = np.asarray(block.X.multiply(block.X).sum(axis=1)).ravel()
         # set up by the set-up exchange (``setup_request``, ``setup_norms``)
         self.q = self.rho = self.update_weight = self.inv_holders = None
-        self._counts, self._n_clients = None, None
+        self._counts, self._n_clients, self._blocks = None, None, None
         self._prediction = None  # new samples to predict (``hold_for_prediction``)
         self.H = settings.inner_steps(self.n_local)
         self.drawn = np.zeros(0, dtype=np.int64)
@@ -72,6 +73,9 @@ class Client:
         self._pending = None
         self._synced = np.zeros(self.n_local)
         self._synced_mask = np.zeros(self.n_local, dtype=bool)
+        # the inner-product parts the server stores for it, as last sent (the rest of a
+        # block it sends again: ``inner_product_parts``)
+        self._sent_parts = np.zeros(self.n_local)
 
     def state(self):
         """The client's state between rounds (its keys are kept apart)."""
@@ -128,15 +132,25 @@ class Client:
             self.alpha = self.settled_alpha(step)
             self._pending = None
 
+    def _encrypt(self, positions, values, base=None):
+        """Enc of ``values`` at ``positions`` in the blocks that hold them (``base`` or 0
+        in their other slots)."""
+        return self.keys.encrypt(self._blocks.pack(positions, values, base))
+
+    def _decrypt(self, positions, vector):
+        """The values at ``positions`` of the blocks ``vector`` holds."""
+        return self._blocks.read(positions, self.keys.decrypt(vector))
+
     def _apply_sync(self, sync):
         self._settle(sync.step)
         pos = sync.positions
         if pos.size:
             if self.keys.wants_refresh(sync.alpha):
                 values, fresh = self.keys.refresh(sync.alpha)
+                values = self._blocks.read(pos, values)
                 self._refresh = msg.DualRefresh(pos, fresh)
             else:
-                values = self.keys.decrypt(sync.alpha)
+                values = self._decrypt(pos, sync.alpha)
             self._synced[pos] += values - self.alpha[pos]
             self._synced_mask[pos] = True
             self.alpha[pos] = values
@@ -193,9 +207,16 @@ class Client:
         check_classification_labels(self.y, self.settings.loss)
         self._counts = np.asarray(message.holder_counts, dtype=np.int64)
         self._n_clients = int(message.n_clients)
-        shared = np.flatnonzero(self._counts > 1)
+        self._blocks = ClientBlocks(message.block_members)
+        if self._blocks.slots != self.keys.slots or self._blocks.block_of.size != self.n_local:
+            raise ValueError(
+                f"client {self.id}: the set-up's blocks hold {self._blocks.block_of.size} "
+                f"samples in {self._blocks.slots} slots each, its keys pack "
+                f"{self.keys.slots} values per ciphertext and it holds {self.n_local} "
+                f"samples (key or layout mismatch)")
+        shared = np.flatnonzero(self._counts > 1)  # whole blocks: a block's holders agree
         try:
-            parts = self.keys.encrypt(self.partial[shared])
+            parts = self._encrypt(shared, self.partial[shared])
         except OverflowError:  # q_i >= ||x_i^k||^2: the range check names the problem
             self._check_range(float(np.max(self.partial[shared])))
             raise
@@ -205,7 +226,7 @@ class Client:
         """q_i from the decrypted sums; rho, the update weights; the largest q_i and |y_i|
         for the server's range check (docs/reliability.md section 2)."""
         q = self.partial.copy()
-        q[message.positions] = self.keys.decrypt(message.totals)
+        q[message.positions] = self._decrypt(message.positions, message.totals)
         self.q = q
         self.rho = correction_factors(self.settings.rho, q, self.partial)
         self.update_weight = aggregation_weights(self.settings.holder_weights, self._counts,
@@ -241,6 +262,7 @@ class Client:
         self._apply_sync(message.sync)
         self._synced[:] = 0.0  # v_k goes in full, not as the sync's change
         self._synced_mask[:] = False
+        self._sent_parts[:] = 0.0  # the server's stored parts restart from 0 too
         return msg.PrimalContribution(change=self.X.T @ self.alpha / self.settings.lam_n,
                                       drawn=np.zeros(0, dtype=np.int64),
                                       refresh=self._take_refresh())
@@ -263,15 +285,19 @@ class Client:
     # --- step 3: secure inner product -------------------------------------------------
 
     def inner_product_parts(self, message):
-        """Receive w on J_k; send Enc(x_i^k . w) for the requested samples."""
+        """Receive w on J_k; send Enc(x_i^k . w) for the requested samples, and in the
+        rest of their blocks the parts it sent last (what the server stores there)."""
         self.w = message.w
         if message.sync is not None:
             self._apply_sync(message.sync)
+        requested = message.requested
         # requests are ascending and distinct: as many as its rows means all of them
-        every_row = message.requested.size == self.n_local
-        rows = self.X if every_row else self.X[message.requested]
-        return msg.InnerProductParts(parts=self.keys.encrypt(rows @ self.w),
-                                     refresh=self._take_refresh())
+        every_row = requested.size == self.n_local
+        fresh = (self.X if every_row else self.X[requested]) @ self.w
+        parts = self._encrypt(requested, fresh, self._sent_parts)
+        if message.stored:
+            self._sent_parts[requested] = fresh
+        return msg.InnerProductParts(parts=parts, refresh=self._take_refresh())
 
     # --- step 4-5: local dual method and dual update ----------------------------------
 
@@ -284,7 +310,7 @@ class Client:
             self._apply_sync(message.sync)
             z[self.drawn] = self.X[self.drawn] @ self.w
         elif self.drawn.size:
-            z[self.drawn] = self.keys.decrypt(message.margins)
+            z[self.drawn] = self._decrypt(self.drawn, message.margins)
         s = self.settings
         start = time.perf_counter()
         dalpha, _ = local_dual_method(self.X.data, self.X.indices, self.X.indptr, self.y,
@@ -296,7 +322,7 @@ class Client:
         # every drawn sample, zeros included: which ones did not move would tell the
         # server about their margins (for hinge, alpha_i = 0 and no step means y_i z_i >= 1)
         drawn = np.unique(self.drawn)
-        dalpha = self.keys.encrypt(dalpha[drawn] * self.update_weight[drawn])
+        dalpha = self._encrypt(drawn, dalpha[drawn] * self.update_weight[drawn])
         return msg.DualUpdate(positions=drawn, dalpha=dalpha, refresh=self._take_refresh())
 
     # --- step 6: second primal aggregation, line-search shares -------------------------
@@ -307,7 +333,7 @@ class Client:
         shares and, if asked (``predraw``), next round's draws."""
         self.round = message.round
         pos = message.positions
-        d = self.keys.decrypt(message.delta) if pos.size else np.zeros(0)
+        d = self._decrypt(pos, message.delta) if pos.size else np.zeros(0)
         self._pending = (pos, d)
         shares = None
         s = self.settings
@@ -331,12 +357,13 @@ class Client:
         self._settle(message.step)
         self._eval_alpha = self.alpha.copy()
         if message.positions.size:
-            self._eval_alpha[message.positions] = self.keys.decrypt(message.alpha)
+            self._eval_alpha[message.positions] = self._decrypt(message.positions,
+                                                                message.alpha)
         return msg.EvalContribution(v=self.X.T @ self._eval_alpha / self.settings.lam_n)
 
     def eval_shares(self, message):
         """Masked shares of (1/N) sum_i l(z_i)/|C_i| and (1/N) sum_i -l*(-alpha_i)/|C_i|."""
-        z = self.keys.decrypt(message.margins)
+        z = self._decrypt(np.arange(self.n_local), message.margins)
         s = self.settings
         loss, conj = weighted_objective_sums(s.loss_code, z, self.y, self._eval_alpha,
                                              self.inv_holders / s.n_samples, s.smoothing)

@@ -2,6 +2,8 @@
 
 Fields holding dual variables or inner products are always ``EncryptedVector``; the
 plaintext fields are sample positions, primal contributions and revealed aggregate sums.
+An encrypted field "for positions P" holds the ciphertext blocks of the client's samples
+at P, ascending (``hyfdca._packing``; a value per sample when each ciphertext holds one).
 Messages are plain data: :func:`encode_message` turns one into bytes and
 :func:`decode_message` gives it back exactly (arrays, ciphertexts, nested messages,
 scalars), so that a networked transport can carry them (docs/architecture.md).
@@ -19,11 +21,13 @@ from crypto import EncryptedVector, vector_from_arrays, vector_to_arrays
 
 @dataclass(frozen=True)
 class SetupRequest:
-    """Server -> client (set-up): |C_i| of its samples (public set-up information) and
-    the number of clients K."""
+    """Server -> client (set-up): |C_i| of its samples (public set-up information), the
+    number of clients K, and its ciphertext blocks: (blocks, slots) positions of its
+    samples, -1 for an empty slot (``hyfdca._packing``)."""
 
     holder_counts: np.ndarray
     n_clients: int
+    block_members: np.ndarray
 
 
 @dataclass(frozen=True)
@@ -112,12 +116,14 @@ class EvalContribution:
 
 @dataclass(frozen=True)
 class WeightsAndRequest:
-    """Server -> client: w on J_k, the samples whose inner-product part is needed, and
-    (when the round has no separate dual sync) the dual sync."""
+    """Server -> client: w on J_k, the samples whose inner-product part is needed, (when
+    the round has no separate dual sync) the dual sync, and whether the server stores the
+    parts as the client's latest (rounds) or uses them once (the certificate)."""
 
     w: np.ndarray
     requested: np.ndarray
     sync: DualSync | None = None
+    stored: bool = True
 
 
 @dataclass(frozen=True)

@@ -59,8 +59,8 @@ class HyFDCARun:
     dataset : FederatedDataset
     settings : HyFDCASettings
     crypto : str
-        Backend name ("plain", "paillier", "fast-paillier", "mask"); fast-paillier
-        runs with one value per ciphertext (the server's per-index operations).
+        Backend name (``crypto.BACKENDS``); a packing backend's vectors are laid out in
+        blocks of samples with the same holders (``hyfdca._packing``).
     crypto_options : dict
         Passed to the backend factory (e.g. ``n_length``, ``insecure``).
     frac_bits : int
@@ -408,7 +408,8 @@ class HyFDCARun:
             w = server.aggregate_primal([v[k] for k in everyone])
             self._exchange("certificate: inner products", everyone,
                            lambda k: msg.WeightsAndRequest(
-                               w[server.feature_ids[k]], np.arange(server.sample_ids[k].size)),
+                               w[server.feature_ids[k]], np.arange(server.sample_ids[k].size),
+                               stored=False),
                            lambda k, reply: parts.__setitem__(k, reply.parts))
             margins = server.full_margins(parts)
             self._exchange("certificate: loss and conjugate sums", everyone,

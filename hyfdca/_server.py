@@ -6,13 +6,15 @@ that sum per client (what a client that lost its state replaces when it rejoins:
 server saw every change anyway); Enc(q) of the shared samples (for a rejoin's set-up);
 Enc(alpha) at
 scale 2^(f + step bits); each client's stored Enc(x_i^k . w) parts (stale for absent
-ones); which alpha entries changed since each client last synced. It holds an Evaluator,
-never a private key, and no data or labels.
+ones); which alpha entries changed since each client last synced. Encrypted vectors are
+vectors of blocks (``hyfdca._packing``): every operation adds, scales or moves whole
+ciphertexts. It holds an Evaluator, never a private key, and no data or labels.
 """
 
 import numpy as np
 
 from hyfdca import _messages as msg
+from hyfdca._packing import BlockLayout
 from hyfdca._round import choose_step, is_full_step, step_bits
 
 
@@ -20,7 +22,7 @@ class Server:
     # set at construction from the data and settings; everything else is the run's state
     FIXED = frozenset(("settings", "evaluator", "n_samples", "n_features", "sample_ids",
                        "feature_ids", "holder_counts", "frac_bits", "step_bits",
-                       "alpha_scale"))
+                       "alpha_scale", "blocks"))
 
     def __init__(self, layout, evaluator, settings, frac_bits):
         self.settings = settings
@@ -32,11 +34,12 @@ class Server:
         self.frac_bits = frac_bits
         self.step_bits = step_bits(settings)
         self.alpha_scale = frac_bits + self.step_bits
+        self.blocks = BlockLayout(self.sample_ids, self.n_samples, evaluator.slots)
         self.w = np.zeros(self.n_features)
         self.contribution = [np.zeros(J.size) for J in self.feature_ids]  # v_k in w
         self.client_step = np.ones(len(self.sample_ids))  # g of each client's last round
-        self.enc_alpha = evaluator.zeros(self.n_samples, self.alpha_scale)
-        self.parts = [evaluator.zeros(I.size, frac_bits) for I in self.sample_ids]
+        self.enc_alpha = evaluator.zeros(self.blocks.n_blocks, self.alpha_scale)
+        self.parts = [evaluator.zeros(b.size, frac_bits) for b in self.blocks.client_blocks]
         self.version = 0
         self.changed_at = np.zeros(self.n_samples, dtype=np.int64)
         self.synced_at = np.zeros(len(self.sample_ids), dtype=np.int64)
@@ -45,22 +48,26 @@ class Server:
     # --- set-up ---------------------------------------------------------------------------
 
     def setup_message(self, k):
-        return msg.SetupRequest(self.holder_counts[self.sample_ids[k]], len(self.sample_ids))
+        return msg.SetupRequest(self.holder_counts[self.sample_ids[k]], len(self.sample_ids),
+                                self.blocks.members[k])
+
+    def _take(self, vector, k, positions):
+        """The ciphertexts of a vector of blocks that hold client k's ``positions``."""
+        return self.evaluator.take(vector, self.blocks.global_blocks(k, positions))
 
     def start_setup(self):
-        self.enc_norms = self.evaluator.zeros(self.n_samples, self.frac_bits)
+        self.enc_norms = self.evaluator.zeros(self.blocks.n_blocks, self.frac_bits)
         self.norm_positions = {}
 
     def receive_norm_parts(self, k, reply):
         """Add client k's Enc(||x_i^k||^2) of its shared samples into Enc(q)."""
-        self.evaluator.add_at(self.enc_norms, self.sample_ids[k][reply.positions],
+        self.evaluator.add_at(self.enc_norms, self.blocks.global_blocks(k, reply.positions),
                               reply.parts)
         self.norm_positions[k] = reply.positions
 
     def norms_message(self, k):
         positions = self.norm_positions[k]
-        return msg.SharedNorms(positions, self.evaluator.take(
-            self.enc_norms, self.sample_ids[k][positions]))
+        return msg.SharedNorms(positions, self._take(self.enc_norms, k, positions))
 
     def state(self):
         """The server's state between rounds (ciphertexts stay ciphertexts; no key)."""
@@ -77,10 +84,11 @@ class Server:
         I = self.sample_ids[k]
         due = self.changed_at[I] > self.synced_at[k]
         if commit:  # and stored ciphertexts the backend wants refreshed (public metadata)
-            due |= self.evaluator.stale(self.enc_alpha, I)
+            stale = self.evaluator.stale(self.enc_alpha, self.blocks.client_blocks[k])
+            due |= stale[self.blocks.local_block_of[k]]
             self.synced_at[k] = self.version
         positions = np.flatnonzero(due)
-        return msg.DualSync(positions, self.evaluator.take(self.enc_alpha, I[positions]),
+        return msg.DualSync(positions, self._take(self.enc_alpha, k, positions),
                             float(self.client_step[k]))
 
     def _receive_refresh(self, k, reply):
@@ -88,7 +96,8 @@ class Server:
         place of the ciphertexts the client just synced (same phase: alpha has not
         changed since)."""
         if reply.refresh is not None:
-            self.evaluator.put(self.enc_alpha, self.sample_ids[k][reply.refresh.positions],
+            self.evaluator.put(self.enc_alpha,
+                               self.blocks.global_blocks(k, reply.refresh.positions),
                                reply.refresh.alpha)
 
     def round_start(self, k, eligible, round_):
@@ -111,63 +120,71 @@ class Server:
     # --- secure inner product -----------------------------------------------------------
 
     def start_inner_products(self, available):
-        """Union of the drawn samples, and each available client's requested positions."""
+        """Union of the drawn samples and its blocks, and each client's requested
+        positions (its samples in the union)."""
         drawn = [self.sample_ids[k][self.drawn[k]] for k in available]
         self.union = np.unique(np.concatenate(drawn)) if drawn else np.zeros(0, np.int64)
+        self.union_blocks = self.blocks.blocks_of_samples(self.union)
         self.requests = {}
         for k in range(len(self.sample_ids)):
             I = self.sample_ids[k]
             pos = np.searchsorted(I, self.union)
             hit = pos < I.size
             hit[hit] = I[pos[hit]] == self.union[hit]
-            self.requests[k] = (pos[hit], np.flatnonzero(hit))
+            self.requests[k] = pos[hit]
         return self.union
 
     def weights_message(self, k, with_sync):
         sync = self.dual_sync(k) if with_sync else None
-        return msg.WeightsAndRequest(self.w[self.feature_ids[k]], self.requests[k][0], sync)
+        return msg.WeightsAndRequest(self.w[self.feature_ids[k]], self.requests[k], sync)
 
     def receive_parts(self, k, reply):
-        self.evaluator.put(self.parts[k], self.requests[k][0], reply.parts)
+        self.evaluator.put(self.parts[k], self.blocks.local_blocks(k, self.requests[k]),
+                           reply.parts)
         self._receive_refresh(k, reply)
 
     def sum_parts(self):
-        """Enc(x_i . w) for the union: each holder's latest part (stale if absent)."""
+        """Enc(x_i . w) for the union's blocks: each holder's latest parts (stale if
+        absent)."""
         ev = self.evaluator
-        total = ev.zeros(self.union.size, self.frac_bits)
-        for k, (positions, where) in self.requests.items():
+        total = ev.zeros(self.union_blocks.size, self.frac_bits)
+        for k, positions in self.requests.items():
             if positions.size:
-                ev.add_at(total, where, ev.take(self.parts[k], positions))
+                local = self.blocks.local_blocks(k, positions)
+                where = np.searchsorted(self.union_blocks, self.blocks.client_blocks[k][local])
+                ev.add_at(total, where, ev.take(self.parts[k], local))
         self.margin_total = total
 
     def margins_message(self, k, with_weights):
-        """Enc(x_i . w) for client k's draws; or, if it is the sole holder of its samples
-        (``with_weights``), w on J_k and the dual sync so that it computes them itself."""
+        """Enc(x_i . w) for the blocks of client k's draws; or, if it is the sole holder
+        of its samples (``with_weights``), w on J_k and the dual sync so that it computes
+        them itself."""
         if with_weights:
             return msg.Margins(None, self.w[self.feature_ids[k]], self.dual_sync(k))
-        where = np.searchsorted(self.union, self.sample_ids[k][self.drawn[k]])
+        where = np.searchsorted(self.union_blocks,
+                                self.blocks.global_blocks(k, self.drawn[k]))
         return msg.Margins(self.evaluator.take(self.margin_total, where))
 
     # --- dual aggregation, second primal aggregation, line search -----------------------
 
     def start_dual_aggregation(self, available):
-        self.enc_delta = self.evaluator.zeros(self.n_samples, self.frac_bits)
+        self.enc_delta = self.evaluator.zeros(self.blocks.n_blocks, self.frac_bits)
         self.touched = np.zeros(self.n_samples, dtype=bool)
         self.present_holders = np.zeros(self.n_samples, dtype=np.int64)
         for k in available:
             self.present_holders[self.sample_ids[k]] += 1
 
     def receive_dual_update(self, k, reply):
-        ids = self.sample_ids[k][reply.positions]
-        self.evaluator.add_at(self.enc_delta, ids, reply.dalpha)
-        self.touched[ids] = True
+        self.evaluator.add_at(self.enc_delta, self.blocks.global_blocks(k, reply.positions),
+                              reply.dalpha)
+        self.touched[self.sample_ids[k][reply.positions]] = True
         self._receive_refresh(k, reply)
 
     def delta_message(self, k, participants, tag, round_, predraw):
         """Enc(aggregated dalpha_i) for client k's touched samples (the tentative step)."""
         I = self.sample_ids[k]
         positions = np.flatnonzero(self.touched[I])
-        return msg.TentativeStep(positions, self.evaluator.take(self.enc_delta, I[positions]),
+        return msg.TentativeStep(positions, self._take(self.enc_delta, k, positions),
                                  self.present_holders[I[positions]], participants, tag,
                                  round_, predraw)
 
@@ -185,11 +202,12 @@ class Server:
         m, g = choose_step(s, revealed_shares, self.w, dw)
         ids = np.flatnonzero(self.touched)
         if ids.size:
-            if m != 0:
-                step = self.evaluator.take(self.enc_delta, ids)
+            if m != 0:  # enc_delta is 0 in the untouched slots of these blocks
+                blocks = self.blocks.blocks_of_samples(ids)
+                step = self.evaluator.take(self.enc_delta, blocks)
                 if self.step_bits:
                     step = self.evaluator.multiply(step, m, self.step_bits)
-                self.evaluator.add_at(self.enc_alpha, ids, step)
+                self.evaluator.add_at(self.enc_alpha, blocks, step)
             # the participants hold alpha + dalpha on these entries: unless g = 1 they
             # must be synced again, so the entries count as changed
             self.version += 1
@@ -208,18 +226,21 @@ class Server:
 
     def resync_message(self, k):
         """Enc(alpha_i) for every sample of client k: the whole dual sync."""
-        I = self.sample_ids[k]
-        return msg.Resync(msg.DualSync(np.arange(I.size), self.evaluator.take(self.enc_alpha, I)))
+        return msg.Resync(msg.DualSync(np.arange(self.sample_ids[k].size), self.evaluator.take(
+            self.enc_alpha, self.blocks.client_blocks[k])))
 
     def receive_resync(self, k, reply):
         """Client k's v_k at the synced alpha replaces its old one in w:
-        w += v_k(new) - v_k(old); it holds alpha as of now, nothing tentative."""
+        w += v_k(new) - v_k(old); it holds alpha as of now, nothing tentative, and no
+        record of the inner-product parts it sent: its stored parts restart from 0 (the
+        client fills the rest of a block from that record, ``Client.inner_product_parts``)."""
         J = self.feature_ids[k]
         self.w[J] += reply.change - self.contribution[k]
         self.contribution[k] = reply.change.copy()
         self.synced_at[k] = self.version
         self.client_step[k] = 1.0
         self.drawn[k] = np.zeros(0, dtype=np.int64)
+        self.parts[k] = self.evaluator.zeros(self.blocks.client_blocks[k].size, self.frac_bits)
         self._receive_refresh(k, reply)
 
     def store_all_parts(self, k, reply):
@@ -230,11 +251,11 @@ class Server:
     def full_margins(self, parts):
         """Enc(x_i . w) for every sample from every client's parts over all its samples."""
         ev = self.evaluator
-        total = ev.zeros(self.n_samples, self.frac_bits)
+        total = ev.zeros(self.blocks.n_blocks, self.frac_bits)
         for k, p in parts.items():
-            ev.add_at(total, self.sample_ids[k], p)
+            ev.add_at(total, self.blocks.client_blocks[k], p)
         return total
 
     def eval_message(self, k, margins, participants, tag):
-        return msg.EvalRequest(self.evaluator.take(margins, self.sample_ids[k]), participants,
-                               tag)
+        return msg.EvalRequest(self.evaluator.take(margins, self.blocks.client_blocks[k]),
+                               participants, tag)

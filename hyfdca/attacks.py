@@ -12,24 +12,51 @@ them in the clear could solve for the clients' data.
 
 Both attacks read only ``run.transport.transcript`` (a run with ``record=True``): the
 messages the server sent and received, in order. An ``EncryptedVector`` is read as if it
-were the plaintext fixed-point encoding (the low 64 bits of each payload integer, signed,
-times 2^-scale_bits): exact for the plaintext backend, the best a server without the keys
-can do with a real one.
+were the plaintext fixed-point encoding (per slot, 64 bits of the payload, signed, times
+2^-scale_bits): exact for the plaintext backend, the best a server without the keys can do
+with a real one. Values are placed by the client's ciphertext blocks, which the server
+sent it at set-up (``hyfdca._packing``).
 """
 
 import numpy as np
 
+from crypto import BFVCiphertext
 from hyfdca import _messages as msg
+from hyfdca._packing import ClientBlocks
 
 _MASK64 = (1 << 64) - 1
 
 
 def read_as_plaintext(vector):
-    """The values an EncryptedVector would carry if its payload were plaintext fixed point."""
+    """The values an EncryptedVector would carry if its payload were plaintext fixed
+    point: per ciphertext, ``slots`` signed words of 64 bits (the low bits of equal-width
+    chunks of a ciphertext integer; the last words of a serialised lattice ciphertext,
+    its polynomial data)."""
     payload = getattr(vector.payload, "value", vector.payload)   # masking: the value lane
-    low = [int(c) & _MASK64 for c in payload]
-    signed = np.array([v - (1 << 64) if v >= 1 << 63 else v for v in low], dtype=np.float64)
+    words = [_signed_words(c, vector.slots) for c in payload]
+    signed = np.concatenate(words)[:len(vector)] if words else np.zeros(0)
     return np.ldexp(signed, -vector.scale_bits)
+
+
+def _signed_words(ciphertext, slots):
+    if ciphertext is None:
+        return np.zeros(slots)
+    if isinstance(ciphertext, BFVCiphertext):
+        blob = ciphertext.blobs()[0][-8 * slots:].rjust(8 * slots, b"\0")
+        return np.frombuffer(blob, dtype="<i8").astype(np.float64)
+    c = int(ciphertext)
+    width = max(64, -(-c.bit_length() // slots))
+    low = [(c >> (width * j)) & _MASK64 for j in range(slots)]
+    return np.array([v - (1 << 64) if v >= 1 << 63 else v for v in low], dtype=np.float64)
+
+
+def client_blocks(transcript, client_id):
+    """Client k's ciphertext blocks, from the set-up request the server sent it."""
+    for direction, _, k, message in transcript:
+        if k == client_id and direction == "down" and isinstance(message, msg.SetupRequest):
+            return ClientBlocks(message.block_members)
+    raise ValueError(f"client {client_id}: no set-up request in the transcript (was the "
+                     f"run recorded from the start?)")
 
 
 def _syncs(message):
@@ -52,6 +79,11 @@ def dual_attack(transcript, client_id, n_local, lam_n, read=read_as_plaintext):
     (the syncs since the last report; the tentative dalpha); a certificate's full v_k
     pairs with the alpha it was computed at.
     """
+    blocks = client_blocks(transcript, client_id)
+
+    def at(positions, vector):
+        return blocks.read(positions, read(vector))
+
     alpha = np.zeros(n_local)
     synced = np.zeros(n_local)
     pending, evaluated = None, None
@@ -72,15 +104,15 @@ def dual_attack(transcript, client_id, n_local, lam_n, read=read_as_plaintext):
                     pending = None
                 if certificate:
                     evaluated = alpha.copy()
-                    evaluated[sync.positions] = read(sync.alpha)
+                    evaluated[sync.positions] = at(sync.positions, sync.alpha)
                 elif sync.positions.size:
-                    values = read(sync.alpha)
+                    values = at(sync.positions, sync.alpha)
                     synced[sync.positions] += values - alpha[sync.positions]
                     alpha[sync.positions] = values
             if isinstance(message, msg.TentativeStep):
                 pending = np.zeros(n_local)
                 if message.positions.size:
-                    pending[message.positions] = read(message.delta)
+                    pending[message.positions] = at(message.positions, message.delta)
         elif isinstance(message, msg.EvalContribution):
             pair(evaluated, message.v)
         elif isinstance(message, msg.PrimalContribution):
@@ -102,19 +134,22 @@ def margin_attack(transcript, client_id, n_local, read=read_as_plaintext):
     """X^k (dense, |I_k| x |J_k|) solved row by row from the pairs (w on J_k, x_i^k . w).
 
     Rows seen fewer than |J_k| times stay NaN. ``read`` as in :func:`dual_attack`."""
-    weights, requested = None, None
-    pairs = [[] for _ in range(n_local)]
+    weights, requested, exchanges = None, None, []
     for direction, _, k, message in transcript:
         if k != client_id:
             continue
         if direction == "down" and isinstance(message, msg.WeightsAndRequest):
             weights, requested = np.asarray(message.w, dtype=np.float64), message.requested
         elif direction == "up" and isinstance(message, msg.InnerProductParts):
-            for i, part in zip(requested, read(message.parts)):
-                pairs[i].append((weights, part))
+            exchanges.append((weights, requested, message.parts))
     if weights is None:
         raise ValueError(f"client {client_id}: no inner-product exchange in the transcript "
                          f"(was the run recorded?)")
+    blocks = client_blocks(transcript, client_id)
+    pairs = [[] for _ in range(n_local)]
+    for w, requested, parts in exchanges:
+        for i, part in zip(requested, blocks.read(requested, read(parts))):
+            pairs[i].append((w, part))
     solution = np.full((n_local, weights.size), np.nan)
     for i, seen in enumerate(pairs):
         if len(seen) >= weights.size:

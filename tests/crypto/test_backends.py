@@ -13,9 +13,10 @@ SMALL = dict(n_length=512, insecure=True)  # test keys only
 OPTIONS = {
     "plain": ("plain", {}),
     "paillier": ("paillier", SMALL),
-    "fast-paillier": ("fast-paillier", SMALL),
-    "fast-paillier-packed": ("fast-paillier", dict(SMALL, slots="auto")),
+    "fast-paillier": ("fast-paillier", dict(SMALL, slots=1)),
+    "fast-paillier-packed": ("fast-paillier", SMALL),
     "mask": ("mask", {}),
+    "bfv": ("bfv", {}),
 }
 UNPACKED = ["plain", "paillier", "fast-paillier", "mask"]
 
@@ -52,7 +53,7 @@ def test_homomorphic_add_and_scalar_multiply(backend, a, m):
 
 def test_packing_fills_the_modulus_and_survives_long_vectors():
     keys, ev = _deal("fast-paillier-packed")
-    assert keys.slots == (512 - 2) // (62 + 16 + 2)
+    assert keys.slots == (512 - 2) // (62 + 64 + 2)
     x = np.linspace(-5.0, 5.0, 3 * keys.slots + 2)  # a partial last ciphertext
     ex = keys.encrypt(x)
     assert len(ex) == x.size and len(ex.payload) == 4
@@ -74,20 +75,29 @@ def test_take_put_add_at_and_counts(unpacked):
     assert after["encrypt"] - before["encrypt"] == 3 and after["add"] - before["add"] == 4
 
 
-def test_packed_vectors_refuse_per_index_operations():
-    keys, ev = _deal("fast-paillier-packed")
-    x = keys.encrypt([1.0, 2.0, 3.0])
-    with pytest.raises(ValueError, match="packed ciphertexts .* cannot be sliced"):
-        ev.take(x, [0])
-    with pytest.raises(ValueError, match="packed ciphertexts"):
-        ev.add_at(x, [0, 1, 2], x)
-    with pytest.raises(ValueError, match="packed ciphertexts"):
-        ev.put(x, [0, 1, 2], x)
+@pytest.mark.parametrize("label", ["fast-paillier-packed", "bfv"])
+def test_packed_vectors_move_whole_ciphertexts(label):
+    keys, ev = _deal(label)
+    s = keys.slots
+    x = keys.encrypt(np.arange(2.0 * s))  # two full ciphertexts
+    before = ev.counts.as_dict()
+    target = ev.zeros(3, keys.codec.frac_bits)
+    assert len(target) == 3 * s and target.slots == s
+    ev.add_at(target, [2, 0], x)  # ciphertext 0 of x into 2, ciphertext 1 into 0
+    ev.put(target, [1], ev.take(x, [0]))
+    np.testing.assert_array_equal(keys.decrypt(target),
+                                  np.concatenate([np.arange(s, 2.0 * s), np.arange(s),
+                                                  np.arange(s)]))
+    after = ev.counts.as_dict()
+    assert after["add"] - before["add"] == 2  # counted per ciphertext
+    assert after["decrypt"] - before["decrypt"] == 3
+    with pytest.raises(ValueError, match="cannot add .* into 1 ciphertexts"):
+        ev.add_at(target, [0], x)
     with pytest.raises(ValueError, match="multiplied by one integer"):
-        ev.multiply(x, [1, 2, 3], 0)
-    unpacked_keys, unpacked_ev = _deal("fast-paillier")
-    with pytest.raises(ValueError, match="made under key"):
-        ev.add(x, unpacked_keys.encrypt([1.0, 2.0, 3.0]))
+        ev.multiply(x, np.arange(2 * s), 0)
+    unpacked_keys, _ = _deal("fast-paillier")
+    with pytest.raises(ValueError, match="made under key|packing differ"):
+        ev.add_at(target, [0], unpacked_keys.encrypt([1.0]))
 
 
 @pytest.mark.parametrize("label", UNPACKED)
@@ -330,11 +340,11 @@ def test_secure_sum_is_exact_and_masks_each_share():
 
 
 def test_default_2048_bit_fast_paillier_packed_round_trip():
-    keys, ev = make_backend("fast-paillier", slots="auto")
-    assert keys.slots == 2046 // 80 and ev.nbytes_per_value == 512
+    keys, ev = make_backend("fast-paillier")
+    assert keys.slots == 2046 // 128 == 15 and ev.nbytes_per_value == 512
     x = keys.encrypt([0.5, -1234.25] * 20)
     np.testing.assert_array_equal(keys.decrypt(ev.add(x, x)), [1.0, -2468.5] * 20)
-    assert len(x.payload) == 2
+    assert len(x.payload) == 3
 
 
 @pytest.mark.slow
@@ -383,12 +393,15 @@ def test_packed_decryption_catches_a_slot_overflow_that_bypassed_the_evaluator()
     payload[0] = pow(payload[0], 2**10, nsq)  # every slot x 2^10, untracked: 2^71 > bound
     with pytest.raises(CiphertextError, match="or a packed slot overflowed"):
         keys.decrypt(_tampered(x, payload))
-    # a product that shifts a slot wholly into its neighbour (x 2^20 with 80-bit slots)
-    # leaves well-formed digits: undetectable on decryption, hence the evaluator's refusal
-    payload[0] = pow(x.payload[0], 2**20, nsq)
-    assert keys.decrypt(_tampered(x, payload))[0] == 0.0
+    # a product that shifts a slot wholly into its neighbour (2^61 x 2^67 = 2^128 with
+    # 128-bit slots) leaves well-formed digits: undetectable on decryption, hence the
+    # evaluator's refusal
+    y = keys.encrypt([2.0**29, 0.0, 0.0])
+    payload = y.payload.copy()
+    payload[0] = pow(y.payload[0], 2**67, nsq)
+    np.testing.assert_array_equal(keys.decrypt(_tampered(y, payload)), [0.0, 2.0**-32, 0.0])
     with pytest.raises(OverflowError, match="refused"):
-        ev.multiply(x, 2**20, 0)
+        ev.multiply(ev.multiply(y, 2**40, 0), 2**40, 0)
 
 
 def test_mask_mac_moduli_are_primes_whose_pairs_exceed_2_63():

@@ -15,7 +15,8 @@ from hyfdca import _messages as msg
 
 BACKENDS = {"plain": {}, "mask": {},
             "paillier": dict(n_length=512, insecure=True),        # test keys only
-            "fast-paillier": dict(n_length=512, insecure=True, slots=1)}
+            "fast-paillier": dict(n_length=512, insecure=True, slots=1),
+            "fast-paillier-packed": dict(n_length=512, insecure=True), "bfv": {}}
 
 
 def _examples(keys):
@@ -26,7 +27,7 @@ def _examples(keys):
     refresh = msg.DualRefresh(pos[:2], keys.encrypt(rng.normal(size=2)))
     w = rng.normal(size=6)
     return [
-        msg.SetupRequest(np.array([1, 2, 3, 1]), 9),
+        msg.SetupRequest(np.array([1, 2, 3, 1]), 9, np.array([[0, 2], [1, 3], [4, -1]])),
         msg.SharedNormParts(pos, enc),
         msg.SharedNorms(pos, enc),
         msg.SetupDone(12.5, 1.0),
@@ -41,6 +42,7 @@ def _examples(keys):
         msg.EvalContribution(w),
         msg.WeightsAndRequest(w, pos, sync),
         msg.WeightsAndRequest(w, pos),
+        msg.WeightsAndRequest(w, pos, None, False),
         msg.InnerProductParts(enc, refresh),
         msg.Margins(enc),
         msg.Margins(None, w, sync),
@@ -69,6 +71,9 @@ def _same(a, b, keys):
                 for lane in ("value", "tags", "indptr", "nonce", "pos", "coef"):
                     np.testing.assert_array_equal(getattr(x.payload, lane),
                                                   getattr(y.payload, lane))
+            elif x.key_id.startswith("bfv"):
+                assert [c and c.blobs() for c in x.payload] == \
+                       [c and c.blobs() for c in y.payload]
             else:
                 assert [int(c) for c in x.payload] == [int(c) for c in y.payload]
             np.testing.assert_array_equal(keys.decrypt(x), keys.decrypt(y))
@@ -83,7 +88,7 @@ def _same(a, b, keys):
 
 @pytest.mark.parametrize("backend", sorted(BACKENDS))
 def test_every_message_type_round_trips_through_bytes(backend):
-    keys, _, _ = deal_keys(backend, **BACKENDS[backend])
+    keys, _, _ = deal_keys(backend.removesuffix("-packed"), **BACKENDS[backend])
     examples = _examples(keys)
     assert {type(m) for m in examples} == set(msg.MESSAGE_TYPES.values())
     for message in examples:
@@ -144,11 +149,17 @@ def test_a_transport_of_bytes_gives_the_same_run(crypto):
     assert ca[0] == cb[0] and ca[1] == cb[1]
 
 
-def test_packed_ciphertexts_round_trip_through_bytes():
-    """fast-paillier packing (several values per ciphertext) survives the wire too."""
-    keys, _, _ = deal_keys("fast-paillier", n_length=512, insecure=True, slots=4)
-    values = np.random.default_rng(1).normal(size=10)
+@pytest.mark.parametrize("backend", ["fast-paillier", "bfv"])
+def test_packed_ciphertexts_round_trip_through_bytes(backend):
+    """Packed ciphertexts (several values each), ciphertexts of zeros included, survive
+    the wire too."""
+    keys, ev, _ = deal_keys(backend, **({"n_length": 512, "insecure": True}
+                                        if backend == "fast-paillier" else {}))
+    values = np.random.default_rng(1).normal(size=3 * keys.slots + 1)
     enc = keys.encrypt(values)
-    assert enc.slots == 4 and len(enc.payload) == 3
-    message = msg.EvalRequest(enc, np.arange(3), "certificate-0")
-    _same(message, decode_message(encode_message(message)), keys)
+    assert enc.slots == keys.slots > 1 and len(enc.payload) == 4
+    total = ev.zeros(6, enc.scale_bits)
+    ev.add_at(total, [0, 2, 3, 5], enc)
+    for vector in (enc, total):
+        message = msg.EvalRequest(vector, np.arange(3), "certificate-0")
+        _same(message, decode_message(encode_message(message)), keys)
