@@ -316,7 +316,8 @@ def _add_problem_options(p, *, dataset, partition, participation, fraction, lam)
     p.add_argument("--seed", type=int, default=0)
 
 
-def _add_train_options(p, *, dataset, partition, participation, fraction, lam, rounds):
+def _add_train_options(p, *, dataset, partition, participation, fraction, lam, rounds,
+                       crypto="plain"):
     _add_problem_options(p, dataset=dataset, partition=partition,
                          participation=participation, fraction=fraction, lam=lam)
     p.add_argument("--loss", default="hinge", choices=sorted(LOSS_CODES))
@@ -326,8 +327,8 @@ def _add_train_options(p, *, dataset, partition, participation, fraction, lam, r
     p.add_argument("--rel-tol", type=float, default=None,
                    help="stop at this relative duality gap (P - D) / P")
     p.add_argument("--eval-every", type=int, default=10)
-    p.add_argument("--crypto", default="plain", choices=sorted(BACKENDS),
-                   help="encryption backend (paillier keys: 2048 bits)")
+    p.add_argument("--crypto", default=crypto, choices=sorted(BACKENDS),
+                   help=f"encryption backend (default {crypto}; paillier keys: 2048 bits)")
     p.add_argument("--output", default="hyfdca-output", help="folder for history and plots")
     p.add_argument("--checkpoint", default=None, metavar="DIR",
                    help="checkpoint folder, kept after the run (default: OUTPUT/checkpoint, "
@@ -349,9 +350,10 @@ def build_parser():
 
     p = sub.add_parser("demo", help="run the main job on the embedded default data",
                        description="`hyfdca run` on the embedded default: breast cancer, "
-                                   "3x3 hybrid grid, half of the clients per round.")
+                                   "3x3 hybrid grid, half of the clients per round, BFV "
+                                   "lattice encryption, 300 rounds.")
     _add_train_options(p, dataset="breast_cancer", partition="3x3", participation="fraction",
-                       fraction=0.5, lam=1e-2, rounds=1000)
+                       fraction=0.5, lam=1e-2, rounds=300, crypto="bfv")
     p.set_defaults(func=cmd_train)
 
     p = sub.add_parser("run", help="train with HyFDCA on a data set and partition",
@@ -377,7 +379,7 @@ def build_parser():
 
     p = sub.add_parser("keys", help="make the key files of a Flower deployment",
                        description=cmd_keys.__doc__)
-    p.add_argument("--crypto", default="mask", choices=sorted(set(BACKENDS) - {"plain"}))
+    p.add_argument("--crypto", default="bfv", choices=sorted(set(BACKENDS) - {"plain"}))
     p.add_argument("--key-bits", type=int, default=2048, help="Paillier modulus bits")
     p.add_argument("--frac-bits", type=int, default=32)
     p.add_argument("--output", default="hyfdca-keys", help="folder for the two key files")

@@ -81,9 +81,10 @@ def test_sigkill_then_resume_gives_the_uninterrupted_bits(tmp_path, reference, e
     same_history(ref["history"], resumed["history"])
 
 
-def test_resume_with_paillier_in_process(tmp_path):
+@pytest.mark.parametrize("crypto", ["paillier", "bfv"])
+def test_resume_with_homomorphic_encryption_in_process(tmp_path, crypto):
     fed, settings = job.problem()
-    opts = dict(eval_every=2, crypto="paillier", **job.options("paillier"))
+    opts = dict(eval_every=2, crypto=crypto, **job.options(crypto))
     a, ha = run_hyfdca(fed, settings, max_rounds=4, **opts)
     run_hyfdca(fed, settings, max_rounds=2, checkpoint=tmp_path, **opts)
     b, hb = run_hyfdca(fed, settings, max_rounds=4, checkpoint=tmp_path, resume=True, **opts)
@@ -114,7 +115,7 @@ def _objects(value, seen=None):
         yield from _objects(child, seen)
 
 
-@pytest.mark.parametrize("crypto", ["mask", "paillier", "fast-paillier"])
+@pytest.mark.parametrize("crypto", ["mask", "paillier", "fast-paillier", "bfv"])
 def test_the_servers_file_holds_no_private_or_prf_key(tmp_path, crypto):
     fed, settings = job.problem()
     run, _ = run_hyfdca(fed, settings, max_rounds=2, crypto=crypto, checkpoint=tmp_path,
@@ -124,8 +125,10 @@ def test_the_servers_file_holds_no_private_or_prf_key(tmp_path, crypto):
     found = list(_objects(server))
     assert not [o for o in found if isinstance(o, (KeyHolder, SecureSum))]
     assert not [o for o in found if "private" in type(o).__name__.lower()]
-    secrets = [run.clients[0].masker._key] + [v for v in vars(run.clients[0].keys).values()
-                                              if isinstance(v, bytes)]
+    secrets = [run.clients[0].masker._key]
+    for value in vars(run.clients[0].keys).values():  # key bytes (bfv: one per prime)
+        secrets += [value] if isinstance(value, bytes) else [
+            v for v in value if isinstance(v, bytes)] if isinstance(value, list) else []
     raw = (folder / "server.pkl").read_bytes()
     assert secrets and not [s for s in secrets if s in raw]
     client = pickle.loads((folder / "client-0.pkl").read_bytes())

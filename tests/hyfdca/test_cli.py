@@ -20,7 +20,7 @@ def test_demo_trains_federated_and_writes_history_and_plot(capsys, tmp_path):
     out = capsys.readouterr().out
     assert "FederatedDataset(9 clients" in out and "participation=fraction (0.5)" in out
     assert "duality gap" in out and "centralized solver:" in out
-    assert "encryption           none (plaintext: the server sees every value)" in out
+    assert "encryption           BFV lattice homomorphic encryption" in out  # by default
     with open(tmp_path / "history.csv") as handle:
         rows = list(csv.DictReader(handle))
     assert len(rows) == 61 and rows[-1]["gap"] != "nan"
@@ -85,7 +85,7 @@ def test_a_class_index_out_of_range_is_a_clear_error(tmp_path, capsys):
 def test_rel_tol_stops_the_run_at_a_relative_gap(tmp_path):
     out = tmp_path / "out"
     assert main(["demo", "--rounds", "2000", "--rel-tol", "0.05", "--quiet",
-                 "--output", str(out)]) == 0
+                 "--crypto", "plain", "--output", str(out)]) == 0
     with open(out / "history.csv") as handle:
         rows = [r for r in csv.DictReader(handle) if r["gap"] != "nan"]
     # the certified gap: smallest primal and largest dual of the certificates so far
@@ -119,13 +119,13 @@ def test_an_unwritable_output_folder_is_refused(tmp_path):
 
 
 def test_an_unfinished_checkpoint_is_never_overwritten(tmp_path):
-    args = ["demo", "--rounds", "3", "--quiet", "--output", str(tmp_path)]
+    args = ["demo", "--rounds", "3", "--quiet", "--crypto", "plain", "--output", str(tmp_path)]
     assert main(args + ["--checkpoint", str(tmp_path / "ck")]) == 0
     with pytest.raises(SystemExit, match=r"holds the checkpoint of an earlier run "
                                          r"\(round-000003\): add --resume"):
         main(args + ["--checkpoint", str(tmp_path / "ck")])
-    assert main(["demo", "--rounds", "6", "--quiet", "--output", str(tmp_path), "--checkpoint",
-                 str(tmp_path / "ck"), "--resume"]) == 0
+    assert main(["demo", "--rounds", "6", "--quiet", "--crypto", "plain", "--output",
+                 str(tmp_path), "--checkpoint", str(tmp_path / "ck"), "--resume"]) == 0
     assert main(args) == 0 and main(args) == 0  # the default folder keeps no finished run
     assert not (tmp_path / "checkpoint").exists()
 
@@ -140,7 +140,7 @@ def test_a_signal_stops_after_the_round_and_keeps_history_and_checkpoint(tmp_pat
 
     out = tmp_path / "out"
     args = [sys.executable, "-m", "hyfdca.cli", "demo", "--rounds", "1000000", "--quiet",
-            "--eval-every", "5", "--output", str(out)]
+            "--crypto", "plain", "--eval-every", "5", "--output", str(out)]
     proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.time() + 120
@@ -161,7 +161,7 @@ def test_a_signal_stops_after_the_round_and_keeps_history_and_checkpoint(tmp_pat
     assert int(rows[-1]["round"]) == stopped_at and rows[-1]["gap"] != "nan"
     assert (out / "checkpoint" / f"round-{stopped_at:06d}").is_dir()
     assert main(["demo", "--rounds", str(stopped_at + 5), "--quiet", "--eval-every", "5",
-                 "--output", str(out), "--resume"]) == 0
+                 "--crypto", "plain", "--output", str(out), "--resume"]) == 0
     with open(out / "history.csv") as handle:
         rows = list(csv.DictReader(handle))
     assert [int(r["round"]) for r in rows] == list(range(stopped_at + 6))
@@ -173,7 +173,9 @@ def test_keys_split_and_app_prepare_a_deployment(tmp_path, capsys):
 
     assert main(["keys", "--output", str(tmp_path / "keys")]) == 0
     keys, masker = read_client_keys(tmp_path / "keys" / "clients.keys")
-    assert read_server_keys(tmp_path / "keys" / "server.keys").key_id == keys.key_id
+    server = read_server_keys(tmp_path / "keys" / "server.keys")
+    assert server.key_id == keys.key_id and keys.key_id.startswith("bfv")  # by default
+    assert not any(ctx.has_secret_key() for ctx in server.contexts())
     assert main(["split", "--output", str(tmp_path / "parties")]) == 0
     blocks = [read_block(tmp_path / "parties" / f"client-{k}.npz") for k in range(4)]
     assert sum(b.X.nnz for b in blocks) > 0
