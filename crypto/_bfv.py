@@ -12,11 +12,12 @@ as its residues modulo two plaintext primes t_1, t_2 (58 bits each, t = 1 mod 2N
 each slot is one residue), one SEAL ciphertext per prime: T = t_1 t_2 ~ 2^116. Slot-wise
 addition and multiplication by an integer m are exact modulo T; a slot is read back as the
 representative of x mod T in (-T/2, T/2]. The evaluator tracks every vector's bound and
-refuses an operation that could pass ``capacity`` = 2^114 (OverflowError), so no slot
-wraps. The same bound caps the noise: additions add noise and a product with m
+refuses an operation that could pass ``capacity`` = 2^113 < T/4 (OverflowError), so no
+slot wraps. The same bound caps the noise: additions add noise and a product with m
 multiplies it by |m|, exactly as they grow the bound, so a vector's noise is at most
-bound / 2^62 <= 2^52 times a fresh ciphertext's; measured with these parameters,
-decryption stays exact up to a growth of 2^114 (benchmarks/README.md), a margin of 62 bits.
+bound / 2^62 <= 2^51 times a fresh ciphertext's. Measured with these parameters,
+decryption stays exact after a growth of 2^111 (tests/crypto/test_backends.py) and
+fails at a growth of about 2^116 (measured once at development): a margin of 60 bits.
 
 Decryption checks every slot against the vector's bound (CiphertextError): a ciphertext
 of another key decrypts to residues that are uniform modulo T, which pass the check with

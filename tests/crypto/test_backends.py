@@ -412,3 +412,29 @@ def test_mask_mac_moduli_are_primes_whose_pairs_exceed_2_63():
     primes = [int(p) for p in PRIMES]
     assert all(gmpy2.is_prime(p) and p < 2**32 for p in primes)
     assert min(a * b for a in primes for b in primes if a != b) > 2**63
+
+
+def test_bfv_noise_leaves_a_margin_beyond_the_capacity():
+    """The evaluator refuses growth beyond capacity / 2^62 = 2^51 times a fresh value's
+    (the same factor bounds the noise); decryption is exact after a growth of 2^111, 60
+    bits more, bypassing the evaluator's check."""
+    keys, ev = make_backend("bfv")
+    assert ev.capacity == 2**113 and ev.modulus.bit_length() == 116
+    x = keys.encrypt(np.array([1.0, -2.0, 0.0, 3.0]) * 2.0**-32)  # encoded 1, -2, 0, 3
+    payload = x.payload
+    for _ in range(3):  # x 2^37 three times: the noise grows by 2^111, untracked
+        payload = ev._multiply(payload, np.array([2**37]))
+    grown = _tampered(x, payload)
+    grown.bound = 3 * 2**111
+    assert [int(v) for v in keys._decrypt(grown)] == [2**111, -2**112, 0, 3 * 2**111]
+    with pytest.raises(OverflowError, match="refused"):
+        ev.multiply(ev.multiply(x, 2**40, 0), 2**40, 0)  # 2^62 x 2^80 > 2^113
+
+
+def test_bfv_decryption_refuses_another_keys_ciphertexts():
+    keys, ev = make_backend("bfv")
+    other, _ = make_backend("bfv")
+    x = other.encrypt([1.0, 2.0])
+    x.key_id = keys.key_id  # past the key-id check: the residues are noise
+    with pytest.raises(CiphertextError, match="another key"):
+        keys.decrypt(x)

@@ -48,6 +48,20 @@ def test_a_2x2_mask_job_on_the_simulation_engine_gives_the_in_process_iterates(j
     assert [r["rtc"] for r in rows["rows"]] == [0] + [r["rtc"] for r in history.rounds]
 
 
+def test_a_bfv_job_on_the_simulation_engine_gives_the_in_process_iterates(job, tmp_path):
+    """Lattice ciphertexts cross the Flower wire (serialised SEAL ciphertexts; every
+    ClientApp loads the secret contexts, the ServerApp only the public ones)."""
+    fed, settings, _, _, _ = job
+    client_keys, server_keys = flower.write_keys(tmp_path / "keys", "bfv")
+    keys, masker = flower.read_client_keys(client_keys)
+    local = HyFDCARun(fed, settings, dealt=DealtKeys(keys, flower.read_server_keys(server_keys),
+                                                      masker), seed=3)
+    train(local, History(), max_rounds=3, eval_every=3)
+    model, _ = flower.simulate(fed, settings, tmp_path / "sim", client_keys=client_keys,
+                               server_keys=server_keys, max_rounds=3, eval_every=3, seed=3)
+    np.testing.assert_array_equal(model, local.model)
+
+
 def failing_at_round_start(k, round_, how, seconds=5.3):
     """A Flower mod for client k's round-start message of round ``round_``: "late" lets it
     go unanswered for ``seconds`` (handling nothing; the server, whose phase timeout is
