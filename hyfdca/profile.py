@@ -26,11 +26,12 @@ LATENCIES = (0.0, 0.2575, 0.6)
 OPERATIONS = ("encrypt", "decrypt", "add", "multiply")
 
 
-def backend_options(name, key_bits=None):
+def backend_options(name, key_bits=None, one_per_ciphertext=False):
     """Key options of backend ``name`` (``crypto_options`` of a run): the key size where
-    the backend has one (under 2048 bits only with ``insecure=True``, for quick tests)."""
+    the backend has one (under 2048 bits only with ``insecure=True``, for quick tests);
+    with ``one_per_ciphertext``, no packing where the backend packs optionally."""
     accepted = inspect.signature(BACKENDS[name]).parameters
-    options = {}
+    options = {"slots": 1} if one_per_ciphertext and "slots" in accepted else {}
     if key_bits is not None and "n_length" in accepted:
         options["n_length"] = int(key_bits)
         if key_bits < 2048:
@@ -56,18 +57,22 @@ class OperationCost:
         return self.n_values / self.seconds if self.seconds > 0 else np.inf
 
 
-def measure_operations(name, *, key_bits=None, n_values=1000, repeats=3, seed=0):
+def measure_operations(name, *, key_bits=None, n_values=1000, repeats=3, seed=0,
+                       one_per_ciphertext=False):
     """Best-of-``repeats`` wall time of each operation on a vector of ``n_values``
-    fixed-point values drawn from N(0, 1) (seeded)."""
-    keys, evaluator = make_backend(name, **backend_options(name, key_bits))
+    fixed-point values drawn from N(0, 1) (seeded); a packed vector is multiplied by one
+    integer (a slot cannot be scaled alone)."""
+    keys, evaluator = make_backend(name, **backend_options(name, key_bits,
+                                                           one_per_ciphertext))
     rng = np.random.default_rng(seed)
     values = rng.standard_normal(n_values)
-    multipliers = rng.integers(-2**15, 2**15, size=n_values)
+    multipliers = rng.integers(-2**15, 2**15, size=n_values if keys.slots == 1 else 1)
     a, b = keys.encrypt(values), keys.encrypt(values[::-1].copy())
     jobs = {"encrypt": lambda: keys.encrypt(values),
             "decrypt": lambda: keys.decrypt(a),
             "add": lambda: evaluator.add(a, b),
             "multiply": lambda: evaluator.multiply(a, multipliers, 16)}
+    evaluator.add(a, b)  # untimed: an evaluator's first use loads its public context
     wire = evaluator.nbytes(a) / n_values
     costs = []
     for operation in OPERATIONS:

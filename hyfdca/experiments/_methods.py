@@ -3,9 +3,11 @@ on a FederatedDataset with the time model of docs/algorithm.md section 3.
 
 Encryption time. HyFDCA runs with exact operation counts (the plaintext backend counts
 every encrypt, decrypt, add and multiply; the batched engine, which gives the same bits,
-reports the same counts); each round is charged those counts times the
-per-value costs measured on this machine for the chosen backend
-(:func:`hyfdca.profile.measure_operations`): client-side operations split evenly over the
+reports the same counts, one value per ciphertext); each round is charged those counts
+times the per-value costs measured on this machine for the chosen backend with one value
+per ciphertext (:func:`hyfdca.profile.measure_operations`; packed layouts are measured
+inside the round by benchmarks/encrypted_rounds.py): client-side operations split evenly
+over the
 round's present clients (they work in parallel), server-side ones in full. The baselines
 encrypt nothing.
 
