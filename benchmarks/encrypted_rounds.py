@@ -47,7 +47,7 @@ import numpy as np  # noqa: E402
 from feddata.datasets import load_dataset, locate_dataset  # noqa: E402
 from feddata.partition import partition_from_spec  # noqa: E402
 from hyfdca import HyFDCASettings  # noqa: E402
-from hyfdca.profile import round_breakdown  # noqa: E402
+from hyfdca.profile import encryption_ratio, round_breakdown, round_costs_table  # noqa: E402
 
 # (label, backend, options)
 BACKENDS = (("plain", "plain", {}), ("mask", "mask", {}), ("paillier", "paillier", {}),
@@ -100,22 +100,16 @@ def main():
             if args.slow_rounds else "")
     print(f"\na9a ({rows}), 3x3, hinge, lam 1e-4, {cfg['rounds']} rounds after one warm-up"
           f"{slow}")
-    print("| participation | backend | s per round | encryption s per round | encryption "
-          "share | MB per round | paillier's encryption / this |")
-    print("|---|---|---|---|---|---|---|")
     ratios = {}
-    for (fraction, backend), r in results.items():
-        reference = results[fraction, "paillier"]["encryption"]
-        ratio = reference / r["encryption"] if r["encryption"] > 0 else float("inf")
-        ratios[fraction, backend] = ratio
-        print(f"| {fraction:g} | {backend} | {r['wall']:.4f} | {r['encryption']:.4f} | "
-              f"{r['encryption_all'] / r['wall']:.0%} | {r['bytes'] / 1e6:.3f} | {ratio:.1f}x |")
+    for fraction in FRACTIONS:
+        rows = [dict(results[fraction, label], label=label) for label, _, _ in BACKENDS]
+        print(f"\nparticipation {fraction:g}")
+        print(round_costs_table(rows))
+        for label, _, _ in BACKENDS:
+            ratios[fraction, label] = encryption_ratio(results[fraction, "paillier"],
+                                                       results[fraction, label])
     best = max(min(ratios[f, b] for f in FRACTIONS) for b in HOMOMORPHIC if b != "paillier")
     fast = min(ratios[f, "fast-paillier"] for f in FRACTIONS)
-    for f in FRACTIONS:
-        r = results[f, "bfv"]
-        print(f"bfv at f = {f:g}: {r['wall']:.3f} s per round wall, "
-              f"{r['encryption']:.4f} s encryption per round (slowest client + server)")
     print(f"headline: best_he_vs_paillier_round={best:.1f} "
           f"fast_paillier_vs_paillier_round={fast:.1f}")
 

@@ -127,7 +127,9 @@ def cmd_profile(args):
     """Encryption cost profile: per backend and key size, the cost of encrypt, decrypt,
     add and multiply per value and per vector, throughput and bytes per value; then a
     HyFDCA run's time per round split into computation, encryption and communication at
-    0, 0.2575 and 0.6 s per round trip (table and stacked bar chart)."""
+    0, 0.2575 and 0.6 s per round trip (table and stacked bar chart), and per backend the
+    wall time, encryption seconds and share, bytes per round and the ratio of paillier's
+    encryption seconds to the backend's."""
     import json
     from dataclasses import asdict
 
@@ -165,9 +167,11 @@ def cmd_profile(args):
             fed, settings, crypto=name, crypto_options=profile.backend_options(name, bits),
             rounds=args.rounds, seed=args.seed))
     rounds_table = profile.breakdown_table(breakdowns)
+    costs_table = profile.round_costs_table(breakdowns)
     print(rounds_table)
+    print(costs_table)
     (out / "operations.md").write_text(table + "\n")
-    (out / "round_breakdown.md").write_text(rounds_table + "\n")
+    (out / "round_breakdown.md").write_text(rounds_table + "\n\n" + costs_table + "\n")
     (out / "profile.json").write_text(json.dumps(
         {"operations": [dict(asdict(c), per_value=c.per_value) for c in costs],
          "round_breakdown": breakdowns}, indent=1))

@@ -191,6 +191,34 @@ def round_breakdown(dataset, settings, *, crypto="plain", crypto_options=None, r
     return out
 
 
+def round_costs_table(breakdowns, reference="paillier"):
+    """Markdown table of :func:`round_breakdown` results (``label`` or ``backend`` names
+    a row): wall seconds per round, encryption seconds per round (slowest client +
+    server), encryption's share of the wall time (everyone's crypto seconds), MB per round
+    and the ratio of ``reference``'s encryption seconds to the row's (when measured)."""
+    ref = next((b for b in breakdowns if _label(b) == reference), None)
+    lines = ["| backend | s per round | encryption s per round | encryption share | "
+             "MB per round | " + (f"{reference}'s encryption / this |" if ref else "|"),
+             "|---|---|---|---|---|" + ("---|" if ref else "")]
+    for b in breakdowns:
+        row = (f"| {_label(b)} | {b['wall']:.4g} | {b['encryption']:.4g} | "
+               f"{b['encryption_all'] / b['wall']:.0%} | {b['bytes'] / 1e6:.3f} |")
+        if ref:
+            row += f" {encryption_ratio(ref, b):.1f}x |"
+        lines.append(row)
+    return "\n".join(lines)
+
+
+def encryption_ratio(reference, breakdown):
+    """reference's encryption seconds per round over the breakdown's."""
+    e = breakdown["encryption"]
+    return reference["encryption"] / e if e > 0 else float("inf")
+
+
+def _label(breakdown):
+    return breakdown.get("label", breakdown["backend"])
+
+
 def breakdown_table(breakdowns):
     lines = ["| backend | latency (s/RTC) | RTC/round | computation (s) | encryption (s) | "
              "communication (s) | total (s) |", "|---|---|---|---|---|---|---|"]

@@ -74,7 +74,11 @@ def test_profile_command_writes_tables_and_chart(tmp_path, capsys):
     data = json.loads((out / "profile.json").read_text())
     assert {b["backend"] for b in data["round_breakdown"]} == {"plain", "paillier"}
     assert len(data["operations"]) == 8
-    assert "0.2575" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "0.2575" in printed and "paillier's encryption / this" in printed
+    paillier_row = next(line for line in printed.splitlines()
+                        if line.startswith("| paillier | ") and line.endswith("x |"))
+    assert paillier_row.endswith("| 1.0x |")  # the reference against itself
 
 
 def test_profile_command_names_an_unknown_backend(tmp_path):
