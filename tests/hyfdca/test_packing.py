@@ -100,6 +100,21 @@ def assert_stored_parts_are_what_each_client_sent(run):
             client.keys.codec.encode(sent)))  # as encrypted: at 2^-f
 
 
+def test_bfv_runs_give_the_plaintext_bits(cancer):
+    """BFV (8,192 slots: each holder set is one block here) against the plaintext backend
+    at fraction 0.5: the same alpha, w and certificate, bit for bit."""
+    fed = _overlapping(cancer)
+    s = HyFDCASettings.from_variant("auto", lam=0.01, participation="fraction", fraction=0.5)
+    (plain, _, plain_cert), (bfv, _, bfv_cert) = (_run(fed, crypto, s, 8)
+                                                   for crypto in ("plain", "bfv"))
+    assert bfv.server.blocks.n_blocks == len({tuple(k for k, I in enumerate(
+        fed.layout().sample_ids) if i in I) for i in range(150)})  # one per holder set
+    assert bfv.server.w.tobytes() == plain.server.w.tobytes()
+    for a, b in zip(bfv.clients, plain.clients):
+        assert a.alpha.tobytes() == b.alpha.tobytes()
+    assert bfv_cert[:2] == plain_cert[:2]
+
+
 @pytest.mark.parametrize("participation", [dict(participation="full"),
                                            dict(participation="fraction", fraction=0.5)])
 def test_packed_runs_give_the_bits_of_one_value_per_ciphertext(cancer, participation):
