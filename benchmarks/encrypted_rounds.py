@@ -78,38 +78,44 @@ def main():
     parser.add_argument("--rounds", type=int, help="measured rounds (default: 50)")
     parser.add_argument("--slow-rounds", type=int,
                         help="measured rounds of the slow backends, without warm-up")
+    parser.add_argument("--fractions", default=",".join(str(f) for f in FRACTIONS),
+                        help="participation fractions (comma-separated; the headline is "
+                             "over these)")
     args = parser.parse_args()
     if locate_dataset("a9a") is None:
         print("a9a is not on this machine (../shared/data or HYFDCA_DATA): nothing to run")
         return
     cfg = dict(QUICK if args.quick else FULL)
     cfg.update({k: v for k, v in (("rows", args.rows), ("rounds", args.rounds)) if v})
+    fractions = tuple(float(f) for f in args.fractions.split(","))
     results = {}
-    for fraction in FRACTIONS:
+    for fraction in fractions:
         fed, settings = problem(cfg["rows"], fraction)
         for label, backend, options in BACKENDS:
             print(f"f = {fraction}: {label} ...", flush=True)
             rounds, warmup = cfg["rounds"], 1
             if args.slow_rounds and label in SLOW:
                 rounds, warmup = args.slow_rounds, 0
-            results[fraction, label] = round_breakdown(fed, settings, crypto=backend,
-                                                       crypto_options=options,
-                                                       rounds=rounds, warmup=warmup)
+            r = results[fraction, label] = round_breakdown(fed, settings, crypto=backend,
+                                                           crypto_options=options,
+                                                           rounds=rounds, warmup=warmup)
+            print(f"  {r['wall']:.4g} s per round, {r['encryption']:.4g} s encryption, "
+                  f"{r['bytes'] / 1e6:.3f} MB", flush=True)
     rows = f"first {cfg['rows']} rows" if cfg["rows"] else "all rows"
     slow = (f" ({', '.join(SLOW)}: {args.slow_rounds} rounds, no warm-up)"
             if args.slow_rounds else "")
     print(f"\na9a ({rows}), 3x3, hinge, lam 1e-4, {cfg['rounds']} rounds after one warm-up"
           f"{slow}")
     ratios = {}
-    for fraction in FRACTIONS:
+    for fraction in fractions:
         rows = [dict(results[fraction, label], label=label) for label, _, _ in BACKENDS]
         print(f"\nparticipation {fraction:g}")
         print(round_costs_table(rows))
         for label, _, _ in BACKENDS:
             ratios[fraction, label] = encryption_ratio(results[fraction, "paillier"],
                                                        results[fraction, label])
-    best = max(min(ratios[f, b] for f in FRACTIONS) for b in HOMOMORPHIC if b != "paillier")
-    fast = min(ratios[f, "fast-paillier"] for f in FRACTIONS)
+    best = max(min(ratios[f, b] for f in fractions) for b in HOMOMORPHIC if b != "paillier")
+    fast = min(ratios[f, "fast-paillier"] for f in fractions)
     print(f"headline: best_he_vs_paillier_round={best:.1f} "
           f"fast_paillier_vs_paillier_round={fast:.1f}")
 
