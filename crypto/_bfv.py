@@ -110,7 +110,27 @@ def _object_array(items):
     return out
 
 
-class BFVEvaluator(Evaluator):
+class _Contexts:
+    """SEAL contexts (one per plaintext prime) kept as their bytes and loaded on first use;
+    pickled as the bytes only."""
+
+    def _hold_contexts(self, blobs):
+        self._context_blobs = [bytes(b) for b in blobs]
+        self._contexts = None
+
+    def contexts(self):
+        if self._contexts is None:
+            ts = _tenseal()
+            self._contexts = [ts.context_from(blob) for blob in self._context_blobs]
+        return self._contexts
+
+    def __getstate__(self):
+        state = self.__dict__.copy()
+        state["_contexts"] = None
+        return state
+
+
+class BFVEvaluator(_Contexts, Evaluator):
     """Server side: the public contexts (public key only) and the plaintext primes."""
 
     slots = POLY_MODULUS_DEGREE
@@ -121,25 +141,13 @@ class BFVEvaluator(Evaluator):
         modulus = int(np.prod([p for p in self.primes], dtype=object))
         self.modulus = modulus
         self.capacity = 1 << (modulus.bit_length() - 3)  # T/4 or less
-        self._public = [bytes(b) for b in public_contexts]
-        self._contexts = None
+        self._hold_contexts(public_contexts)
         self.nbytes_per_value = None  # measured on the first ciphertext (``nbytes``)
 
     @property
     def protection(self):
         return (f"BFV lattice homomorphic encryption (TenSEAL/SEAL, N = "
                 f"{POLY_MODULUS_DEGREE}, 218-bit modulus, 128-bit security)")
-
-    def contexts(self):
-        if self._contexts is None:
-            ts = _tenseal()
-            self._contexts = [ts.context_from(blob) for blob in self._public]
-        return self._contexts
-
-    def __getstate__(self):
-        state = self.__dict__.copy()
-        state["_contexts"] = None
-        return state
 
     def _zeros(self, n):
         return _object_array([None] * n)
@@ -183,30 +191,18 @@ def _centred(k, t):
     return r - t if r > t // 2 else r
 
 
-class BFVKeyHolder(KeyHolder):
+class BFVKeyHolder(_Contexts, KeyHolder):
     """Client side: the secret contexts, one per plaintext prime."""
 
     slots = POLY_MODULUS_DEGREE
 
     def __init__(self, codec, evaluator, secret_contexts):
         super().__init__(codec, evaluator)
-        self._secret = [bytes(b) for b in secret_contexts]
-        self._contexts = None
+        self._hold_contexts(secret_contexts)
         primes = evaluator.primes
         self._t = np.array(primes, dtype=np.int64)
         # Garner: x = r_1 + t_1 k, k = (r_2 - r_1) t_1^-1 mod t_2
         self._t1_inv = pow(primes[0], -1, primes[1])
-
-    def contexts(self):
-        if self._contexts is None:
-            ts = _tenseal()
-            self._contexts = [ts.context_from(blob) for blob in self._secret]
-        return self._contexts
-
-    def __getstate__(self):
-        state = self.__dict__.copy()
-        state["_contexts"] = None
-        return state
 
     def _encrypt(self, ints):
         ts, ctx, n = _tenseal(), self.contexts(), self.slots

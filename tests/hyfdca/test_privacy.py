@@ -149,7 +149,7 @@ def test_server_holds_no_private_key_and_no_mask_key(cancer, monkeypatch, crypto
     elif crypto == "fast-paillier":
         secrets += [_le(keys._private.p), _le(keys._private.q)]
     elif crypto == "bfv":  # the secret contexts; the server's load without a secret key
-        secrets += keys._secret
+        secrets += keys._context_blobs
         assert not any(ctx.has_secret_key() for ctx in run.server.evaluator.contexts())
     else:
         secrets += [keys._stream_key, keys._mac.tobytes()]
