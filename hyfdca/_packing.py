@@ -1,4 +1,5 @@
-"""Where each sample's value sits in the protocol's ciphertexts (docs/algorithm.md 3.2).
+"""Where each sample's value sits in the protocol's ciphertexts (docs/algorithm.md section
+3, "Ciphertext layout").
 
 A backend packs s values per ciphertext (s = ``slots``; 1 for one value per ciphertext).
 The samples are grouped by their holder set C_i, kept in ascending id order within a
