@@ -48,7 +48,7 @@ class BlockLayout:
 
     def local_blocks(self, k, positions):
         """Client k's local blocks (ascending) holding its samples at ``positions``."""
-        return np.unique(self.local_block_of[k][positions])
+        return _present(self.local_block_of[k][positions], self.client_blocks[k].size)
 
     def global_blocks(self, k, positions):
         """The global blocks (ascending) holding client k's samples at ``positions``."""
@@ -56,7 +56,15 @@ class BlockLayout:
 
     def blocks_of_samples(self, ids):
         """The global blocks (ascending) holding samples ``ids``."""
-        return np.unique(self.block_of[ids])
+        return _present(self.block_of[ids], self.n_blocks)
+
+
+def _present(indices, size):
+    """The distinct values of ``indices`` (each in [0, size)), ascending: a mark per value,
+    no sort (these run several times per message)."""
+    marks = np.zeros(size, dtype=bool)
+    marks[indices] = True
+    return np.flatnonzero(marks)
 
 
 def _blocks_by_holder_set(sample_ids, n_samples, slots):
@@ -107,25 +115,32 @@ class ClientBlocks:
 
     def blocks(self, positions):
         """The local blocks (ascending) holding ``positions``."""
-        return np.unique(self.block_of[positions])
+        return _present(self.block_of[positions], self.members.shape[0])
 
     def pack(self, positions, values, base=None):
         """The values to encrypt for the blocks holding ``positions``: ``values`` at
         ``positions``, ``base`` (a value per position of I_k; default 0) elsewhere in those
         blocks, 0 in empty slots."""
-        blocks = self.blocks(positions)
+        blocks, rows = self._rows(positions)
         members = self.members[blocks]
         out = np.zeros(members.shape)
         if base is not None:
             filled = members >= 0
             out[filled] = base[members[filled]]
-        out[np.searchsorted(blocks, self.block_of[positions]),
-            self.slot_of[positions]] = values
+        out[rows, self.slot_of[positions]] = values
         return out.ravel()
 
     def read(self, positions, values):
         """The values at ``positions`` from the decrypted ``values`` of the blocks holding
         them (as :meth:`pack` laid them out)."""
-        blocks = self.blocks(positions)
+        blocks, rows = self._rows(positions)
         grid = np.asarray(values).reshape(blocks.size, self.slots)
-        return grid[np.searchsorted(blocks, self.block_of[positions]), self.slot_of[positions]]
+        return grid[rows, self.slot_of[positions]]
+
+    def _rows(self, positions):
+        """(the blocks holding ``positions``, ascending; the row of each position's block
+        among them)."""
+        marks = np.zeros(self.members.shape[0], dtype=bool)
+        marks[self.block_of[positions]] = True
+        rank = np.cumsum(marks) - 1
+        return np.flatnonzero(marks), rank[self.block_of[positions]]
