@@ -31,6 +31,7 @@ is ``None`` until something is added to it (no encryption needed).
 """
 
 import itertools
+import math
 import secrets
 
 import numpy as np
@@ -138,9 +139,8 @@ class BFVEvaluator(_Contexts, Evaluator):
     def __init__(self, key_id, counts, public_contexts, primes):
         super().__init__(key_id, counts)
         self.primes = tuple(int(p) for p in primes)
-        modulus = int(np.prod([p for p in self.primes], dtype=object))
-        self.modulus = modulus
-        self.capacity = 1 << (modulus.bit_length() - 3)  # T/4 or less
+        self.modulus = math.prod(self.primes)
+        self.capacity = 1 << (self.modulus.bit_length() - 3)  # T/4 or less
         self._hold_contexts(public_contexts)
         self.nbytes_per_value = None  # measured on the first ciphertext (``nbytes``)
 
