@@ -230,10 +230,17 @@ def cmd_experiment(args):
     unknown = sorted(set(methods) - set(experiments.ALL_METHODS))
     if unknown:
         raise SystemExit(f"unknown method(s) {unknown}; known: {list(experiments.ALL_METHODS)}")
-    _, wins_iter, wins_time, total = experiments.run_suite(
-        config, args.output, methods=methods, costs=costs, latency=args.latency,
-        seed=args.seed, engine=args.engine, deterministic=args.deterministic,
-        n_jobs=args.jobs, scheduler=args.scheduler)
+    try:
+        _, wins_iter, wins_time, total = experiments.run_suite(
+            config, args.output, methods=methods, costs=costs, latency=args.latency,
+            seed=args.seed, engine=args.engine, deterministic=args.deterministic,
+            n_jobs=args.jobs, scheduler=args.scheduler)
+    except KeyboardInterrupt as err:
+        terminated = isinstance(err, Terminated)
+        print(f"\nhyfdca experiment: {'terminated' if terminated else 'interrupted'}; the "
+              f"finished comparisons are saved in {args.output}/comparisons, and the same "
+              f"command resumes from them", file=sys.stderr)
+        return 143 if terminated else 130
     print((open(f"{args.output}/verdict.md").read()))
     print(f"figures and tables in {args.output}/")
     print(f"headline: hyfdca_wins_iter={wins_iter}/{total} hyfdca_wins_time={wins_time}/{total}")

@@ -10,15 +10,25 @@ Comparisons are independent: ``n_jobs`` runs them in parallel processes through 
 (local by default), and ``scheduler`` (the address of a Dask cluster) spreads them over
 that cluster's workers through joblib's Dask backend. Results do not depend on where a
 comparison ran: with the deterministic time model they are the same bits (tested).
+
+Each comparison is saved as it finishes (``OUTPUT/comparisons/``, with the settings it was
+run with), and a later run into the same folder reuses every saved comparison whose
+settings match: an interrupted suite resumes where it stopped. A saved comparison is
+keyed by its setting, methods and options (the per-value costs included: measured costs
+differ from run to run, so only runs with reference costs or none resume) and the
+toolkit's version, not by the code: after changing the code, write to a fresh folder.
 """
 
 import json
+import pickle
+import re
 from contextlib import contextmanager
 from pathlib import Path
 
 from joblib import Parallel, delayed, parallel_config
 
 from feddata import datasets, federated_problem
+from hyfdca import __version__
 from hyfdca.experiments._compare import compare
 from hyfdca.experiments._methods import METHODS, Problem
 from hyfdca.experiments._report import (plot_grid, plot_time_breakdown, summary_rows,
@@ -69,6 +79,36 @@ def _formats(stem):
     return [Path(f"{stem}.{ext}") for ext in ("png", "pdf")]
 
 
+def _fingerprint(label, problem, methods, options):
+    """What a saved comparison must match to be reused (JSON text)."""
+    return json.dumps(dict(
+        label=label, loss=problem.loss, lam=problem.lam, participation=problem.participation,
+        fraction=problem.fraction, p_star=problem.p_star, seed=problem.seed,
+        engine=problem.engine, deterministic=problem.deterministic, methods=list(methods),
+        options=options, version=__version__), sort_keys=True, default=repr)
+
+
+def _saved_path(folder, label):
+    return folder / (re.sub(r"[^A-Za-z0-9.=-]+", "_", label) + ".pkl")
+
+
+def _load_saved(path, fingerprint):
+    """The comparison saved at ``path`` if it was run with ``fingerprint``, else None."""
+    if not path.exists():
+        return None
+    with open(path, "rb") as f:
+        saved_fingerprint, comparison = pickle.load(f)
+    return comparison if saved_fingerprint == fingerprint else None
+
+
+def _save(path, fingerprint, comparison):
+    """Write atomically: a stop during the write leaves the old file or none."""
+    partial = path.with_suffix(".part")
+    with open(partial, "wb") as f:
+        pickle.dump((fingerprint, comparison), f)
+    partial.replace(path)
+
+
 def run_suite(config, output, *, methods=METHODS, costs=None, latency=0.2575, seed=0,
               engine="batched", deterministic=False, n_jobs=1, scheduler=None, log=_log):
     """Run every comparison of ``config`` (QUICK, FULL or alike); write figures, tables and
@@ -78,7 +118,9 @@ def run_suite(config, output, *, methods=METHODS, costs=None, latency=0.2575, se
     and no real-time budget for the search, so the results are the same bits on every
     machine (give ``costs`` from ``REFERENCE_COSTS`` too). ``n_jobs`` comparisons run at
     once (joblib processes; -1: one per core); ``scheduler``: a Dask scheduler address
-    whose workers run them instead (needs ``dask[distributed]``)."""
+    whose workers run them instead (needs ``dask[distributed]``). Finished comparisons
+    are saved under ``output/comparisons`` and reused by a later call with the same
+    settings (an interrupted suite resumes)."""
     if deterministic and config.get("budget_seconds") is not None:
         config = dict(config, budget_seconds=None)
     out = Path(output)
@@ -96,19 +138,30 @@ def run_suite(config, output, *, methods=METHODS, costs=None, latency=0.2575, se
                 settings.setdefault(name, []).append(
                     (f"{name} {partition} f={fraction:g}", problem))
     jobs = [job for per_dataset in settings.values() for job in per_dataset]
-    log(f"{len(jobs)} comparisons, "
-        + (f"on the Dask cluster at {scheduler}" if scheduler else f"n_jobs={n_jobs}"))
     options = dict(rounds=config["rounds"], tune_rounds=config["tune_rounds"],
                    max_candidates=config["max_candidates"],
                    budget_seconds=config["budget_seconds"], costs=costs, latency=latency,
                    eval_every=config.get("eval_every", 1))
-    comparisons = []
+    saved = out / "comparisons"
+    saved.mkdir(exist_ok=True)
+    fingerprints = {label: _fingerprint(label, problem, methods, options)
+                    for label, problem in jobs}
+    done = {label: _load_saved(_saved_path(saved, label), fingerprints[label])
+            for label, _ in jobs}
+    done = {label: comp for label, comp in done.items() if comp is not None}
+    todo = [(label, problem) for label, problem in jobs if label not in done]
+    log(f"{len(jobs)} comparisons"
+        + (f", {len(done)} reused from {saved}" if done else "") + ", "
+        + (f"on the Dask cluster at {scheduler}" if scheduler else f"n_jobs={n_jobs}"))
     with _cluster(scheduler):
-        results = Parallel(n_jobs=-1 if scheduler else n_jobs, return_as="generator")(
-            delayed(compare)(label, problem, methods, **options) for label, problem in jobs)
-        for comp in results:   # in the order of the jobs, as they finish
-            comparisons.append(comp)
-            log(f"compared on {comp.name} ({len(comparisons)}/{len(jobs)})")
+        results = Parallel(n_jobs=-1 if scheduler else n_jobs,
+                           return_as="generator_unordered")(
+            delayed(compare)(label, problem, methods, **options) for label, problem in todo)
+        for comp in results:   # saved as each finishes
+            _save(_saved_path(saved, comp.name), fingerprints[comp.name], comp)
+            done[comp.name] = comp
+            log(f"compared on {comp.name} ({len(done)}/{len(jobs)})")
+    comparisons = [done[label] for label, _ in jobs]
     finished = iter(comparisons)
     for name, per_dataset in settings.items():
         per_dataset = [next(finished) for _ in per_dataset]

@@ -142,6 +142,60 @@ def test_deterministic_suite_gives_the_same_bits_twice(tmp_path):
     assert b"simulated_seconds" in outputs[0]
 
 
+def test_an_interrupted_suite_resumes_from_its_saved_comparisons(tmp_path, monkeypatch):
+    """Each comparison is saved as it finishes; a stopped suite run again into the same
+    folder computes only what is missing and gives the bits of an uninterrupted run; a
+    change of settings recomputes."""
+    import hyfdca.experiments._suite as suite
+
+    config = dict(E.QUICK, datasets={"breast_cancer": ("2x2",)}, fractions=(0.5, 0.9),
+                  rounds=6, tune_rounds=3, max_candidates=2)
+    options = dict(costs=E.REFERENCE_COSTS["mask"], deterministic=True, log=lambda _: None)
+    E.run_suite(config, tmp_path / "whole", **options)
+    computed, real_compare = [], suite.compare
+
+    def compare_until_the_second(label, *args, **kwargs):
+        if computed:
+            raise KeyboardInterrupt
+        computed.append(label)
+        return real_compare(label, *args, **kwargs)
+
+    monkeypatch.setattr(suite, "compare", compare_until_the_second)
+    with pytest.raises(KeyboardInterrupt):
+        E.run_suite(config, tmp_path / "stopped", **options)
+    assert [p.name for p in (tmp_path / "stopped" / "comparisons").iterdir()] == [
+        "breast_cancer_2x2_f=0.5.pkl"]
+
+    def compare_logged(label, *args, **kwargs):
+        computed.append(label)
+        return real_compare(label, *args, **kwargs)
+
+    computed.clear()
+    monkeypatch.setattr(suite, "compare", compare_logged)
+    E.run_suite(config, tmp_path / "stopped", **options)
+    assert computed == ["breast_cancer 2x2 f=0.9"]
+    assert ((tmp_path / "stopped" / "results.json").read_bytes()
+            == (tmp_path / "whole" / "results.json").read_bytes())
+    computed.clear()
+    E.run_suite(dict(config, rounds=7), tmp_path / "stopped", **options)
+    assert computed == ["breast_cancer 2x2 f=0.5", "breast_cancer 2x2 f=0.9"]
+
+
+def test_the_cli_says_where_an_interrupted_experiment_resumes(tmp_path, monkeypatch,
+                                                              capsys):
+    import hyfdca.experiments._suite as suite
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(suite, "compare", interrupted)
+    out = tmp_path / "exp"
+    assert main(["experiment", "--quick", "--rounds", "4", "--tune-rounds", "2",
+                 "--max-candidates", "1", "--backend", "plain", "--output", str(out)]) == 130
+    assert (f"saved in {out}/comparisons, and the same command resumes"
+            in capsys.readouterr().err)
+
+
 def test_parallel_and_dask_runs_give_the_same_bits(tmp_path):
     """Comparisons spread over local processes or a Dask cluster's workers give the same
     deterministic results as one process."""
