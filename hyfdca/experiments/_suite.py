@@ -15,10 +15,11 @@ Each comparison is saved as it finishes (``OUTPUT/comparisons/``, with the setti
 run with), and a later run into the same folder reuses every saved comparison whose
 settings match: an interrupted suite resumes where it stopped. A saved comparison is
 keyed by its setting, methods and options (the per-value costs included: measured costs
-differ from run to run, so only runs with reference costs or none resume) and the
-toolkit's version, not by the code: after changing the code, write to a fresh folder.
+differ from run to run, so only runs with reference costs or none resume) and by a digest
+of the toolkit's source, so a changed code recomputes.
 """
 
+import hashlib
 import json
 import pickle
 import re
@@ -28,7 +29,6 @@ from pathlib import Path
 from joblib import Parallel, delayed, parallel_config
 
 from feddata import datasets, federated_problem
-from hyfdca import __version__
 from hyfdca.experiments._compare import compare
 from hyfdca.experiments._methods import METHODS, Problem
 from hyfdca.experiments._report import (plot_grid, plot_time_breakdown, summary_rows,
@@ -79,13 +79,25 @@ def _formats(stem):
     return [Path(f"{stem}.{ext}") for ext in ("png", "pdf")]
 
 
-def _fingerprint(label, problem, methods, options):
+SOURCE_PACKAGES = ("hyfdca", "baselines", "solvers", "feddata", "crypto")
+
+
+def source_digest():
+    """SHA-256 of the toolkit's Python source (the packages a comparison runs), by path."""
+    root = Path(__file__).resolve().parents[2]
+    digest = hashlib.sha256()
+    for path in sorted(p for pkg in SOURCE_PACKAGES for p in (root / pkg).rglob("*.py")):
+        digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()
+
+
+def _fingerprint(label, problem, methods, options, code):
     """What a saved comparison must match to be reused (JSON text)."""
     return json.dumps(dict(
         label=label, loss=problem.loss, lam=problem.lam, participation=problem.participation,
         fraction=problem.fraction, p_star=problem.p_star, seed=problem.seed,
         engine=problem.engine, deterministic=problem.deterministic, methods=list(methods),
-        options=options, version=__version__), sort_keys=True, default=repr)
+        options=options, code=code), sort_keys=True, default=repr)
 
 
 def _saved_path(folder, label):
@@ -144,7 +156,8 @@ def run_suite(config, output, *, methods=METHODS, costs=None, latency=0.2575, se
                    eval_every=config.get("eval_every", 1))
     saved = out / "comparisons"
     saved.mkdir(exist_ok=True)
-    fingerprints = {label: _fingerprint(label, problem, methods, options)
+    code = source_digest()
+    fingerprints = {label: _fingerprint(label, problem, methods, options, code)
                     for label, problem in jobs}
     done = {label: _load_saved(_saved_path(saved, label), fingerprints[label])
             for label, _ in jobs}

@@ -145,7 +145,7 @@ def test_deterministic_suite_gives_the_same_bits_twice(tmp_path):
 def test_an_interrupted_suite_resumes_from_its_saved_comparisons(tmp_path, monkeypatch):
     """Each comparison is saved as it finishes; a stopped suite run again into the same
     folder computes only what is missing and gives the bits of an uninterrupted run; a
-    change of settings recomputes."""
+    change of settings or of the code recomputes."""
     import hyfdca.experiments._suite as suite
 
     config = dict(E.QUICK, datasets={"breast_cancer": ("2x2",)}, fractions=(0.5, 0.9),
@@ -177,6 +177,10 @@ def test_an_interrupted_suite_resumes_from_its_saved_comparisons(tmp_path, monke
     assert ((tmp_path / "stopped" / "results.json").read_bytes()
             == (tmp_path / "whole" / "results.json").read_bytes())
     computed.clear()
+    E.run_suite(dict(config, rounds=7), tmp_path / "stopped", **options)
+    assert computed == ["breast_cancer 2x2 f=0.5", "breast_cancer 2x2 f=0.9"]
+    computed.clear()
+    monkeypatch.setattr(suite, "source_digest", lambda: "changed code")
     E.run_suite(dict(config, rounds=7), tmp_path / "stopped", **options)
     assert computed == ["breast_cancer 2x2 f=0.5", "breast_cancer 2x2 f=0.9"]
 
