@@ -237,9 +237,12 @@ def cmd_experiment(args):
             n_jobs=args.jobs, scheduler=args.scheduler)
     except KeyboardInterrupt as err:
         terminated = isinstance(err, Terminated)
+        resumable = (f"the same command resumes from them" if args.deterministic or not costs
+                     else f"they were charged costs measured in this run, so only a run "
+                          f"with --deterministic or --backend plain resumes")
         print(f"\nhyfdca experiment: {'terminated' if terminated else 'interrupted'}; the "
-              f"finished comparisons are saved in {args.output}/comparisons, and the same "
-              f"command resumes from them", file=sys.stderr)
+              f"finished comparisons are saved in {args.output}/comparisons; {resumable}",
+              file=sys.stderr)
         return 143 if terminated else 130
     print((open(f"{args.output}/verdict.md").read()))
     print(f"figures and tables in {args.output}/")

@@ -20,6 +20,7 @@ of the toolkit's source, so a changed code recomputes.
 """
 
 import hashlib
+import importlib.util
 import json
 import pickle
 import re
@@ -84,10 +85,12 @@ SOURCE_PACKAGES = ("hyfdca", "baselines", "solvers", "feddata", "crypto")
 
 def source_digest():
     """SHA-256 of the toolkit's Python source (the packages a comparison runs), by path."""
-    root = Path(__file__).resolve().parents[2]
     digest = hashlib.sha256()
-    for path in sorted(p for pkg in SOURCE_PACKAGES for p in (root / pkg).rglob("*.py")):
-        digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes())
+    for package in SOURCE_PACKAGES:
+        folder = Path(importlib.util.find_spec(package).origin).parent
+        for path in sorted(folder.rglob("*.py")):
+            name = f"{package}/{path.relative_to(folder)}"
+            digest.update(name.encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()
 
 
@@ -95,7 +98,7 @@ def _fingerprint(label, problem, methods, options, code):
     """What a saved comparison must match to be reused (JSON text)."""
     return json.dumps(dict(
         label=label, loss=problem.loss, lam=problem.lam, participation=problem.participation,
-        fraction=problem.fraction, p_star=problem.p_star, seed=problem.seed,
+        fraction=problem.fraction, p_star=f"{problem.p_star:.12g}", seed=problem.seed,
         engine=problem.engine, deterministic=problem.deterministic, methods=list(methods),
         options=options, code=code), sort_keys=True, default=repr)
 
@@ -105,20 +108,30 @@ def _saved_path(folder, label):
 
 
 def _load_saved(path, fingerprint):
-    """The comparison saved at ``path`` if it was run with ``fingerprint``, else None."""
+    """The comparison saved at ``path`` if it was run with ``fingerprint``, else None (also
+    for a file that cannot be read back: it is computed again). The fingerprint is the
+    first record, checked before the comparison is unpickled."""
     if not path.exists():
         return None
-    with open(path, "rb") as f:
-        saved_fingerprint, comparison = pickle.load(f)
-    return comparison if saved_fingerprint == fingerprint else None
+    try:
+        with open(path, "rb") as f:
+            if pickle.load(f) != fingerprint:
+                return None
+            return pickle.load(f)
+    except (OSError, EOFError, pickle.UnpicklingError, AttributeError, ImportError):
+        return None
 
 
 def _save(path, fingerprint, comparison):
     """Write atomically: a stop during the write leaves the old file or none."""
     partial = path.with_suffix(".part")
-    with open(partial, "wb") as f:
-        pickle.dump((fingerprint, comparison), f)
-    partial.replace(path)
+    try:
+        with open(partial, "wb") as f:
+            pickle.dump(fingerprint, f)
+            pickle.dump(comparison, f)
+        partial.replace(path)
+    finally:
+        partial.unlink(missing_ok=True)
 
 
 def run_suite(config, output, *, methods=METHODS, costs=None, latency=0.2575, seed=0,
@@ -150,6 +163,10 @@ def run_suite(config, output, *, methods=METHODS, costs=None, latency=0.2575, se
                 settings.setdefault(name, []).append(
                     (f"{name} {partition} f={fraction:g}", problem))
     jobs = [job for per_dataset in settings.values() for job in per_dataset]
+    labels = [label for label, _ in jobs]
+    repeated = sorted({label for label in labels if labels.count(label) > 1})
+    if repeated:
+        raise ValueError(f"settings repeated (each must be run once): {repeated}")
     options = dict(rounds=config["rounds"], tune_rounds=config["tune_rounds"],
                    max_candidates=config["max_candidates"],
                    budget_seconds=config["budget_seconds"], costs=costs, latency=latency,
@@ -166,7 +183,7 @@ def run_suite(config, output, *, methods=METHODS, costs=None, latency=0.2575, se
     log(f"{len(jobs)} comparisons"
         + (f", {len(done)} reused from {saved}" if done else "") + ", "
         + (f"on the Dask cluster at {scheduler}" if scheduler else f"n_jobs={n_jobs}"))
-    with _cluster(scheduler):
+    with _cluster(scheduler if todo else None):
         results = Parallel(n_jobs=-1 if scheduler else n_jobs,
                            return_as="generator_unordered")(
             delayed(compare)(label, problem, methods, **options) for label, problem in todo)

@@ -8,6 +8,7 @@ import pytest
 
 from hyfdca import experiments as E
 from feddata.history import History
+from hyfdca._signals import Terminated
 from hyfdca.cli import main
 from hyfdca.experiments._compare import truncate_by_time
 from hyfdca.experiments._methods import charge_encryption
@@ -183,20 +184,28 @@ def test_an_interrupted_suite_resumes_from_its_saved_comparisons(tmp_path, monke
     monkeypatch.setattr(suite, "source_digest", lambda: "changed code")
     E.run_suite(dict(config, rounds=7), tmp_path / "stopped", **options)
     assert computed == ["breast_cancer 2x2 f=0.5", "breast_cancer 2x2 f=0.9"]
+    computed.clear()
+    saved = tmp_path / "stopped" / "comparisons" / "breast_cancer_2x2_f=0.9.pkl"
+    saved.write_bytes(saved.read_bytes()[:-100])   # a damaged file is computed again
+    E.run_suite(dict(config, rounds=7), tmp_path / "stopped", **options)
+    assert computed == ["breast_cancer 2x2 f=0.9"]
+    with pytest.raises(ValueError, match="settings repeated"):
+        E.run_suite(dict(config, fractions=(0.5, 0.5)), tmp_path / "stopped", **options)
 
 
+@pytest.mark.parametrize("stop,code", [(KeyboardInterrupt, 130), (Terminated, 143)])
 def test_the_cli_says_where_an_interrupted_experiment_resumes(tmp_path, monkeypatch,
-                                                              capsys):
+                                                              capsys, stop, code):
     import hyfdca.experiments._suite as suite
 
     def interrupted(*args, **kwargs):
-        raise KeyboardInterrupt
+        raise stop
 
     monkeypatch.setattr(suite, "compare", interrupted)
     out = tmp_path / "exp"
     assert main(["experiment", "--quick", "--rounds", "4", "--tune-rounds", "2",
-                 "--max-candidates", "1", "--backend", "plain", "--output", str(out)]) == 130
-    assert (f"saved in {out}/comparisons, and the same command resumes"
+                 "--max-candidates", "1", "--backend", "plain", "--output", str(out)]) == code
+    assert (f"saved in {out}/comparisons; the same command resumes"
             in capsys.readouterr().err)
 
 
