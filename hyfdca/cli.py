@@ -237,9 +237,9 @@ def cmd_experiment(args):
             n_jobs=args.jobs, scheduler=args.scheduler)
     except KeyboardInterrupt as err:
         terminated = isinstance(err, Terminated)
-        resumable = (f"the same command resumes from them" if args.deterministic or not costs
-                     else f"they were charged costs measured in this run, so only a run "
-                          f"with --deterministic or --backend plain resumes")
+        resumable = ("the same command resumes from them" if args.deterministic or not costs
+                     else "they were charged costs measured in this run, so only a run "
+                          "with --deterministic or --backend plain resumes")
         print(f"\nhyfdca experiment: {'terminated' if terminated else 'interrupted'}; the "
               f"finished comparisons are saved in {args.output}/comparisons; {resumable}",
               file=sys.stderr)

@@ -24,12 +24,14 @@ import importlib.util
 import json
 import pickle
 import re
+from collections import Counter
 from contextlib import contextmanager
 from pathlib import Path
 
 from joblib import Parallel, delayed, parallel_config
 
 from feddata import datasets, federated_problem
+from hyfdca._checkpoint import pickled, write_atomic
 from hyfdca.experiments._compare import compare
 from hyfdca.experiments._methods import METHODS, Problem
 from hyfdca.experiments._report import (plot_grid, plot_time_breakdown, summary_rows,
@@ -111,8 +113,6 @@ def _load_saved(path, fingerprint):
     """The comparison saved at ``path`` if it was run with ``fingerprint``, else None (also
     for a file that cannot be read back: it is computed again). The fingerprint is the
     first record, checked before the comparison is unpickled."""
-    if not path.exists():
-        return None
     try:
         with open(path, "rb") as f:
             if pickle.load(f) != fingerprint:
@@ -120,18 +120,6 @@ def _load_saved(path, fingerprint):
             return pickle.load(f)
     except (OSError, EOFError, pickle.UnpicklingError, AttributeError, ImportError):
         return None
-
-
-def _save(path, fingerprint, comparison):
-    """Write atomically: a stop during the write leaves the old file or none."""
-    partial = path.with_suffix(".part")
-    try:
-        with open(partial, "wb") as f:
-            pickle.dump(fingerprint, f)
-            pickle.dump(comparison, f)
-        partial.replace(path)
-    finally:
-        partial.unlink(missing_ok=True)
 
 
 def run_suite(config, output, *, methods=METHODS, costs=None, latency=0.2575, seed=0,
@@ -163,8 +151,8 @@ def run_suite(config, output, *, methods=METHODS, costs=None, latency=0.2575, se
                 settings.setdefault(name, []).append(
                     (f"{name} {partition} f={fraction:g}", problem))
     jobs = [job for per_dataset in settings.values() for job in per_dataset]
-    labels = [label for label, _ in jobs]
-    repeated = sorted({label for label in labels if labels.count(label) > 1})
+    counts = Counter(label for label, _ in jobs)
+    repeated = sorted(label for label, n in counts.items() if n > 1)
     if repeated:
         raise ValueError(f"settings repeated (each must be run once): {repeated}")
     options = dict(rounds=config["rounds"], tune_rounds=config["tune_rounds"],
@@ -176,9 +164,11 @@ def run_suite(config, output, *, methods=METHODS, costs=None, latency=0.2575, se
     code = source_digest()
     fingerprints = {label: _fingerprint(label, problem, methods, options, code)
                     for label, problem in jobs}
-    done = {label: _load_saved(_saved_path(saved, label), fingerprints[label])
-            for label, _ in jobs}
-    done = {label: comp for label, comp in done.items() if comp is not None}
+    done = {}
+    for label, _ in jobs:
+        comparison = _load_saved(_saved_path(saved, label), fingerprints[label])
+        if comparison is not None:
+            done[label] = comparison
     todo = [(label, problem) for label, problem in jobs if label not in done]
     log(f"{len(jobs)} comparisons"
         + (f", {len(done)} reused from {saved}" if done else "") + ", "
@@ -188,7 +178,8 @@ def run_suite(config, output, *, methods=METHODS, costs=None, latency=0.2575, se
                            return_as="generator_unordered")(
             delayed(compare)(label, problem, methods, **options) for label, problem in todo)
         for comp in results:   # saved as each finishes
-            _save(_saved_path(saved, comp.name), fingerprints[comp.name], comp)
+            write_atomic(_saved_path(saved, comp.name),   # fingerprint first, then comp
+                         pickled(fingerprints[comp.name]) + pickled(comp))
             done[comp.name] = comp
             log(f"compared on {comp.name} ({len(done)}/{len(jobs)})")
     comparisons = [done[label] for label, _ in jobs]
