@@ -5,18 +5,21 @@ Every cell runs HyFDCA (hinge, seed 0, the batched engine: plaintext, the messag
 protocol's iterates bit for bit) from alpha = 0 and evaluates the certificate every
 ``--eval-every`` rounds. Per cell it reports
 
-* cert 5e-2, cert 1e-2: the first evaluated round whose duality gap is at most
-  5e-2 P* (1e-2 P*): the certificate proves (P(w(alpha)) - P*)/P* below the target (each
-  certificate's own gap, the iterate's; run_hyfdca's certified gap, the best primal and
-  dual so far, can be met earlier);
-* worst after 50: the largest relative loss (P(w(alpha)) - P*)/P* at an evaluation from
-  round 50 on (the primal is noisy: docs/algorithm.md section 5, lesson (d));
-* final: the relative loss at the last evaluation;
+* cert 5e-2, cert 1e-2: the first evaluated round whose duality gap P(w_c) - D(alpha)
+  is at most 5e-2 P* (1e-2 P*), w_c the certified point (docs/algorithm.md section 3:
+  the best point of the segment between the last certified point and w(alpha), so its
+  primal never rises): the certificate proves (P(w_c) - P*)/P* below the target;
+* worst after 50: the largest relative loss (P(w_c) - P*)/P* of the certified point at
+  an evaluation from round 50 on; iterate's worst: the same for w(alpha) itself (noisy:
+  docs/algorithm.md section 5, lesson (d));
+* dual fall: the largest fall of D(alpha) below its best earlier value, over P* (0 for
+  a dual that never falls; the certificate keeps the best dual, the iterate does not);
+* final: the certified point's relative loss at the last evaluation;
 * status: ``ok`` (reached cert 1e-2, where the cell stops), ``>budget``, or
   ``diverged``: a fixed-point overflow or a gap that is no longer finite (the cell stops
-  there), or, after round 50, a relative loss above its round-0 value (the cell goes on,
-  so that its later rounds are seen too; it stops if the loss passes 1,000 times its
-  round-0 value).
+  there), or, after round 50, a certified relative loss above its round-0 value (the
+  cell goes on, so that its later rounds are seen too; it stops once the iterate's
+  relative loss passes 1,000 times round 0's).
 
 P* comes from ``solvers.centralized_solution`` on the pooled training data of each
 partition (the quadrant scheme appends a bias feature), per lam.
@@ -35,10 +38,12 @@ dataset-fashion-mnist``) is skipped with a message. ``--datasets``, ``--partitio
 variants, the full mode's budgets.
 
 Last line: ``headline: diverged_cells=<n> worst_rel_after_50=<x>
-a9a_3x3_f05_cert1e2=<rounds or >budget>``, over the cells of the default variant that
-ran (the paper's variant is in the table beside it; without the default in
-``--variants``, over the first variant given); the last key is a9a 3x3 at participation
-0.5 and lam 1e-4.
+a9a_3x3_f05_cert1e2=<rounds or >budget> iterate_above_start_cells=<n>
+worst_iterate_rel_after_50=<x> worst_dual_fall=<x>``, over the cells of the default
+variant that ran (the paper's variant is in the table beside it; without the default in
+``--variants``, over the first variant given); a9a_3x3_f05 is a9a 3x3 at participation
+0.5 and lam 1e-4; the last three keys judge the iterate w(alpha) and the dual, which the
+certified point does not.
 
     python benchmarks/hyfdca_variants.py --quick
     python benchmarks/hyfdca_variants.py --jobs 2 --markdown
@@ -107,33 +112,43 @@ def load(name):
 # --- one cell -----------------------------------------------------------------------------
 
 def run_cell(dataset, settings, p_star, budget, eval_every):
-    """Rounds to the certified targets, worst relative loss after WARMUP, status."""
+    """Rounds to the certified targets; the worst relative loss after WARMUP of the
+    certified point and of the iterate w(alpha); the largest fall of the dual below its
+    best so far (relative to P*); status (judged on the certified point)."""
     run = BatchedHyFDCA(dataset, settings, seed=SEED)
+    best_dual = -np.inf
 
-    def relative_and_gap():
-        primal, dual, _ = run.certificate()
-        return (primal - p_star) / p_star, primal - dual
+    def evaluate():
+        nonlocal best_dual
+        primal, dual, _, iterate = run.certificate()
+        fall = (best_dual - dual) / p_star if np.isfinite(best_dual) else 0.0
+        best_dual = max(best_dual, dual)
+        return ((primal - p_star) / p_star, (iterate - p_star) / p_star, primal - dual,
+                fall)
 
-    start_rel, _ = relative_and_gap()
+    start_rel, _, _, _ = evaluate()
     certified = {t: None for t in TARGETS}
-    worst, rel, above_start = -np.inf, start_rel, False
+    worst, worst_iterate, dual_fall = -np.inf, -np.inf, 0.0
+    rel, above_start, iterate_above = start_rel, False, False
     status = None
     while run.round < budget:
         try:
             run.step()
             if run.round % eval_every and run.round != budget:
                 continue
-            rel, gap = relative_and_gap()
+            rel, rel_iterate, gap, fall = evaluate()
         except OverflowError:
             status = "diverged: overflow"
             break
         if not (np.isfinite(rel) and np.isfinite(gap)):
             status = "diverged: not finite"
             break
+        dual_fall = max(dual_fall, fall)
         if run.round >= WARMUP:
-            worst = max(worst, rel)
+            worst, worst_iterate = max(worst, rel), max(worst_iterate, rel_iterate)
             above_start |= rel > start_rel
-            if rel > HOPELESS * start_rel:
+            iterate_above |= rel_iterate > start_rel
+            if rel_iterate > HOPELESS * start_rel:
                 break
         for t in TARGETS:
             if certified[t] is None and gap <= t * p_star:
@@ -143,8 +158,9 @@ def run_cell(dataset, settings, p_star, budget, eval_every):
     if status is None:
         status = ("diverged: above start" if above_start
                   else "ok" if certified[TARGETS[-1]] is not None else ">budget")
-    return dict(certified=certified, worst=worst, final=rel, status=status,
-                rounds=run.round)
+    return dict(certified=certified, worst=worst, worst_iterate=worst_iterate,
+                iterate_above_start=iterate_above, dual_fall=dual_fall, final=rel,
+                status=status, rounds=run.round)
 
 
 def _task(job):
@@ -197,11 +213,15 @@ def fmt_rounds(r):
 
 
 def table(results, markdown):
+    def number(x):
+        return "-" if not np.isfinite(x) else f"{x:.3g}"
+
     header = ["data", "partition", "particip.", "lam", "variant", "cert 5e-2", "cert 1e-2",
-              "worst after 50", "final", "status", "rounds", "wall s"]
+              "worst after 50", "iterate's worst", "dual fall", "final", "status",
+              "rounds", "wall s"]
     rows = [[r["dataset"], r["partition"], r["participation"], f"{r['lam']:g}", r["variant"],
              fmt_rounds(r["certified"][5e-2]), fmt_rounds(r["certified"][1e-2]),
-             "-" if not np.isfinite(r["worst"]) else f"{r['worst']:.3g}",
+             number(r["worst"]), number(r["worst_iterate"]), number(r["dual_fall"]),
              f"{r['final']:.3g}", r["status"], str(r["rounds"]), f"{r['wall']:.0f}"]
             for r in results]
     if markdown:
@@ -224,9 +244,14 @@ def headline(results):
     key = [r for r in default if (r["dataset"], r["partition"], r["participation"], r["lam"])
            == ("a9a", "3x3", "0.5", 1e-4)]
     cert = fmt_rounds(key[0]["certified"][1e-2]) if key else "not-run"
+    worst_iterate = [r["worst_iterate"] for r in default if np.isfinite(r["worst_iterate"])]
     return (f"headline: diverged_cells={diverged} "
             f"worst_rel_after_50={max(worst) if worst else float('nan'):.3g} "
-            f"a9a_3x3_f05_cert1e2={cert}")
+            f"a9a_3x3_f05_cert1e2={cert} "
+            f"iterate_above_start_cells={sum(r['iterate_above_start'] for r in default)} "
+            f"worst_iterate_rel_after_50="
+            f"{max(worst_iterate) if worst_iterate else float('nan'):.3g} "
+            f"worst_dual_fall={max(r['dual_fall'] for r in default):.3g}")
 
 
 def main(argv=None):

@@ -13,7 +13,11 @@ ROUND_FIELDS = ("round", "available", "step", "rtc", "bytes_up", "bytes_down",
 # steps of (non-zeros of the row + 1), the unit of the deterministic time model; NaN for a
 # method that does not count it.
 OPTIONAL_ROUND_FIELDS = {"encryption_seconds": 0.0, "compute_ops": float("nan")}
-EVAL_FIELDS = ("primal", "dual", "gap", "relative_loss", "validation_accuracy")
+EVAL_FIELDS = ("primal", "dual", "gap", "relative_loss", "validation_accuracy",
+               "iterate_primal")
+# primal: P of the model the evaluation certifies (HyFDCA: the certified point);
+# iterate_primal: P of the method's current iterate (HyFDCA: w(alpha); a method without
+# a certified point: the same as primal)
 
 
 def local_work(indptr, steps):
@@ -49,12 +53,14 @@ class History:
         record = {**OPTIONAL_ROUND_FIELDS, **record}
         self.rounds.append({f: record[f] for f in ROUND_FIELDS})
 
-    def add_evaluation(self, round_, primal, dual, accuracy=None):
+    def add_evaluation(self, round_, primal, dual, accuracy=None, iterate_primal=None):
         rel = (primal - self.p_star) / self.p_star if self.p_star else np.nan
         self.evaluations[round_] = dict(primal=primal, dual=dual, gap=primal - dual,
                                         relative_loss=rel,
                                         validation_accuracy=np.nan if accuracy is None
-                                        else accuracy)
+                                        else accuracy,
+                                        iterate_primal=primal if iterate_primal is None
+                                        else iterate_primal)
 
     @property
     def last_evaluation(self):

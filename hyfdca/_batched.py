@@ -38,7 +38,8 @@ from feddata import Participation
 from hyfdca import _batched_kernels as kern
 from hyfdca._batched_layout import (Blocks, Draws, Duals, Params, RoundArrays, Scratch,
                                     UnionHoldings, structure_arrays)
-from hyfdca._certificate import checked_certificate
+from hyfdca._certificate import (POINT_STEPS, Certificate, checked_certificate,
+                                  choose_point, next_point_margins)
 from hyfdca._checkpoint import CheckpointError
 from hyfdca._draws import stream_key
 from hyfdca._encoding_range import check_encoding_range
@@ -216,6 +217,11 @@ class BatchedHyFDCA:
         self.lists = [UnionHoldings.empty(n_hold, K), UnionHoldings.empty(n_hold, K)]
         self.w = np.zeros(d)
         self.dw = np.zeros(d)
+        # the certified point (hyfdca._certificate): its w_c and its margins per holding,
+        # as each client keeps them for its samples; none before the first certificate
+        self.point_w = np.zeros(d)
+        self.point_z = np.zeros(n_hold)
+        self.have_point = False
         # per-round buffers kept between rounds (a fresh allocation costs page faults)
         self.avail_mask = np.zeros(K, dtype=bool)
         self.shares = np.zeros((line_search_term_count(s), K))
@@ -223,7 +229,7 @@ class BatchedHyFDCA:
     # --- checkpoints ----------------------------------------------------------------------
 
     _STRUCTURES = ("draws", "duals", "arrays", "scratch")
-    _ARRAYS = ("w", "dw", "avail_mask", "shares")
+    _ARRAYS = ("w", "dw", "avail_mask", "shares", "point_w", "point_z")
 
     def checkpoint_files(self):
         """File name -> bytes (``hyfdca._checkpoint``): every array of the run's state and
@@ -235,6 +241,7 @@ class BatchedHyFDCA:
                              "state on the GPU)")
         arrays = self._state_by_name()
         counters = dict(version=self.version, token=self.token, round=self.round,
+                        have_point=self.have_point,
                         participation=self.participation.rng.bit_generator.state)
         arrays = dict(arrays, counters=np.array(json.dumps(counters)))
         buffer = io.BytesIO()
@@ -270,6 +277,7 @@ class BatchedHyFDCA:
             counters = json.loads(str(saved["counters"]))
         run.version, run.token, run.round = (counters["version"], counters["token"],
                                              counters["round"])
+        run.have_point = counters["have_point"]
         run.participation.rng.bit_generator.state = counters["participation"]
         return run
 
@@ -389,7 +397,8 @@ class BatchedHyFDCA:
     # --- certificate ----------------------------------------------------------------------
 
     def certificate(self):
-        """(primal at w(alpha), dual at alpha, w(alpha)), as HyFDCARun.certificate."""
+        """A :class:`Certificate` (the certified point and D(alpha)), as
+        HyFDCARun.certificate."""
         s, B, P = self.settings, self.blocks, self.params
         n_hold = B.hold_sample.size
         eval_alpha = np.empty(n_hold)
@@ -398,17 +407,25 @@ class BatchedHyFDCA:
         w = np.empty(self.n_features)
         kern.aggregate_features(v, B.hold_feat, w)
         del v
-        sums = np.empty((2, self.n_clients))
+        z = np.empty(n_hold)
+        sums = np.empty((POINT_STEPS.size + 1, self.n_clients))
         kern.certificate_sums(B, P, eval_alpha, w, self.scratch.wk,
                               np.empty(n_hold, dtype=np.int64),
-                              np.empty(self.n_samples, dtype=np.int64), np.empty(n_hold),
-                              np.empty(n_hold), sums, self.arrays.err)
+                              np.empty(self.n_samples, dtype=np.int64), z,
+                              np.empty(n_hold), self.point_z, self.have_point, sums,
+                              self.arrays.err)
         self._check("a margin")
-        loss_sum, conj_sum = unmasked_total(sums, self.frac_bits)
-        reg = 0.5 * s.lam * float(w @ w)
-        return checked_certificate(reg + loss_sum, -reg + conj_sum, w, lam=s.lam,
-                                   frac_bits=self.frac_bits, n_clients=self.n_clients,
-                                   max_sq_norm=self.max_sq_norm, round_=self.round)
+        totals = unmasked_total(sums, self.frac_bits)
+        step, primal, point_w, iterate = choose_point(
+            s.lam, w, self.point_w if self.have_point else None, totals[:-1])
+        dual = -0.5 * s.lam * float(w @ w) + float(totals[-1])
+        checked_certificate(min(primal, iterate), dual, w, lam=s.lam,
+                            frac_bits=self.frac_bits, n_clients=self.n_clients,
+                            max_sq_norm=self.max_sq_norm, round_=self.round)
+        self.point_z[:] = next_point_margins(step, z, self.point_z)
+        self.point_w[:] = point_w
+        self.have_point = True
+        return Certificate(primal, dual, self.point_w.copy(), iterate)
 
 
 def setup_row_norms(partial, hold_sample, counts, frac_bits):

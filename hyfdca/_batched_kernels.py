@@ -23,11 +23,11 @@ it is sized by the largest client and never grows with the number of clients. (N
 import numpy as np
 from numba import njit, prange
 
+from hyfdca._certificate import segment_objective_sums
 from hyfdca._draws import draw_into
 from hyfdca._pairwise_sum import pairwise_sum
 from hyfdca._primal_change import add_row
 from hyfdca._round import line_search_terms, local_step
-from solvers import weighted_objective_sums
 
 _LIMIT = 2.0 ** 62  # the plain backend's codec: |encoded| < 2^max_bits
 
@@ -664,9 +664,12 @@ def certificate_primal(B, P, duals, eval_alpha, v):
 
 
 @njit(cache=True, parallel=True)
-def certificate_sums(B, P, eval_alpha, w, wk, parts, margin, z, weight, out, err):
-    """Every margin by secure inner product, then each client's (loss, conjugate) sums
-    (``out[:, k]``)."""
+def certificate_sums(B, P, eval_alpha, w, wk, parts, margin, z, weight, point_z, have_point,
+                     out, err):
+    """Every margin by secure inner product (``z``, per holding), then each client's
+    segment sums (``out[:, k]``, ``hyfdca._certificate.segment_objective_sums``) between
+    w(alpha) and the certified point, whose margins are ``point_z`` (``z`` itself when
+    ``have_point`` is False)."""
     data, indices, indptr, row_off = B.data, B.indices, B.indptr, B.row_off
     feat_off, hold_feat, hold_sample = B.feat_off, B.hold_feat, B.hold_sample
     samp_ptr, samp_hold, y = B.samp_ptr, B.samp_hold, B.y
@@ -689,7 +692,7 @@ def certificate_sums(B, P, eval_alpha, w, wk, parts, margin, z, weight, out, err
             z[h] = np.float64(margin[hold_sample[h]]) * inv_frac_scale
             i = hold_sample[h]  # the certificate's split of sample i: 1/|C_i| per holder
             weight[h] = 1.0 / np.float64(samp_ptr[i + 1] - samp_ptr[i]) / n_samples
-        loss, conj = weighted_objective_sums(code, z[r0:r1], y[r0:r1], eval_alpha[r0:r1],
-                                             weight[r0:r1], smoothing)
-        out[0, k] = loss
-        out[1, k] = conj
+        sums = np.empty(out.shape[0])
+        segment_objective_sums(code, z[r0:r1], point_z[r0:r1] if have_point else z[r0:r1],
+                               y[r0:r1], eval_alpha[r0:r1], weight[r0:r1], smoothing, sums)
+        out[:, k] = sums

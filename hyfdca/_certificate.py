@@ -1,8 +1,82 @@
 """The certificate's own check: weak duality, D(alpha) <= P* <= P(w), holds for every
 alpha and w, so a gap P - D below -(rounding) proves that a sum went wrong (a lost or
-forged share, an encoding error), never that the run converged."""
+forged share, an encoding error), never that the run converged.
+
+It also holds the certified point (docs/algorithm.md section 3): the primal model a
+certificate certifies is the best point of the segment between the last certified point
+w_c and this certificate's w(alpha), w_c <- c w(alpha) + (1 - c) w_c with c in
+``POINT_STEPS`` minimising P; both engines call the functions below."""
+
+from typing import NamedTuple
 
 import numpy as np
+from numba import njit
+
+from solvers import SQUARED, SQUARED_HINGE, loss_value, neg_conjugate
+
+# the grid of the certified point's step c: 0, 1/32, ..., 1 (0 keeps the last point,
+# 1 takes w(alpha))
+POINT_STEPS = np.arange(33) / 32.0
+
+
+class Certificate(NamedTuple):
+    """One certificate: ``primal`` = P(w_c) of the certified point ``w`` (<= the last
+    certified point's and <= ``iterate_primal`` = P(w(alpha))), ``dual`` = D(alpha)."""
+
+    primal: float
+    dual: float
+    w: np.ndarray
+    iterate_primal: float
+
+
+@njit(cache=True)
+def segment_objective_sums(code, z, z_point, y, alpha, weight, smoothing, out):
+    """out[j] = sum_i weight_i l(c_j z_i + (1 - c_j) zc_i) for c_j = POINT_STEPS[j]
+    (z: the margins of w(alpha), zc: those of the certified point), and out[-1] =
+    sum_i weight_i -l*(-alpha_i), beta = alpha y first projected onto the loss's domain
+    (as ``solvers.weighted_objective_sums``, whose sums are out[-2] and out[-1])."""
+    last = out.shape[0] - 2
+    out[:] = 0.0
+    for i in range(z.shape[0]):
+        a = alpha[i]
+        if code != SQUARED:
+            beta = max(a * y[i], 0.0)
+            if code != SQUARED_HINGE:
+                beta = min(beta, 1.0)
+            a = beta * y[i]
+        out[0] += weight[i] * loss_value(code, z_point[i], y[i], smoothing)
+        for j in range(1, last):
+            c = j / last
+            out[j] += weight[i] * loss_value(code, c * z[i] + (1.0 - c) * z_point[i],
+                                             y[i], smoothing)
+        out[last] += weight[i] * loss_value(code, z[i], y[i], smoothing)
+        out[last + 1] += weight[i] * neg_conjugate(code, a, y[i], smoothing)
+
+
+def next_point_margins(step, z, z_point):
+    """The margins of the new certified point, c z + (1 - c) zc (z where c = 1)."""
+    return z.copy() if step == 1.0 else step * z + (1.0 - step) * z_point
+
+
+def choose_point(lam, w, w_point, loss_sums):
+    """(c, P(w_c new), w_c new, P(w(alpha))) from the revealed ``loss_sums`` (one per
+    c in POINT_STEPS): c minimises P(c w + (1 - c) w_c) = (lam/2)||c w + (1 - c) w_c||^2
+    + loss sum; ties go to the larger c. ``w_point=None`` (no point yet, or a client lost
+    its point margins) takes c = 1."""
+    iterate = 0.5 * lam * float(w @ w) + float(loss_sums[-1])
+    if w_point is None:
+        return 1.0, iterate, w, iterate
+    primals = np.array([0.5 * lam * float(v @ v) + float(loss)
+                        for v, loss in ((c * w + (1.0 - c) * w_point, loss)
+                                        for c, loss in zip(POINT_STEPS, loss_sums))])
+    primals[-1] = iterate
+    finite = np.where(np.isfinite(primals), primals, np.inf)
+    j = POINT_STEPS.size - 1 - int(np.argmin(finite[::-1]))
+    if not np.isfinite(finite[j]):
+        return 1.0, iterate, w, iterate
+    step = float(POINT_STEPS[j])
+    new = w if step == 1.0 else (w_point if step == 0.0 else step * w + (1.0 - step) * w_point)
+    return step, float(primals[j]), new, iterate
 
 
 class CertificateError(RuntimeError):

@@ -5,7 +5,7 @@ A checkpoint folder DIR holds
   DIR/LATEST                      the name of the newest complete checkpoint
   DIR/round-000120/run.json       round, engine, settings, seed, frac_bits, crypto, the
                                   data's fingerprint and the History
-  DIR/round-000120/model.npy      the certified model w_best (run.model)
+  DIR/round-000120/model.npy      the certified point w_c (run.model)
   protocol engine:
   DIR/round-000120/server.pkl     the server's state: ciphertexts, w, the public evaluator,
                                   the participation draws; never a private or PRF key

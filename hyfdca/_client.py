@@ -7,6 +7,7 @@ import numpy as np
 
 from feddata import local_work
 from hyfdca import _messages as msg
+from hyfdca._certificate import POINT_STEPS, next_point_margins, segment_objective_sums
 from hyfdca._draws import draw_positions
 from hyfdca._packing import ClientBlocks
 from hyfdca._primal_change import rows_change
@@ -14,7 +15,6 @@ from hyfdca._encoding_range import check_encoding_range
 from hyfdca._round import (aggregation_weights, correction_factors, line_search_shares,
                            local_dual_method, step_bits)
 from hyfdca._settings import check_classification_labels
-from solvers import weighted_objective_sums
 
 
 class Client:
@@ -76,6 +76,10 @@ class Client:
         # the inner-product parts the server stores for it, as last sent (the rest of a
         # block it sends again: ``inner_product_parts``)
         self._sent_parts = np.zeros(self.n_local)
+        # the certified point's margins over its samples (hyfdca._certificate), which
+        # of the server's points they are, and the last certificate's (z, zc, version)
+        # waiting for the step c the next certificate's request brings
+        self._point_margins, self._point_version, self._point_trial = None, 0, None
 
     def state(self):
         """The client's state between rounds (its keys are kept apart)."""
@@ -362,11 +366,28 @@ class Client:
         return msg.EvalContribution(v=self.X.T @ self._eval_alpha / self.settings.lam_n)
 
     def eval_shares(self, message):
-        """Masked shares of (1/N) sum_i l(z_i)/|C_i| and (1/N) sum_i -l*(-alpha_i)/|C_i|."""
+        """Masked shares of the segment sums (``segment_objective_sums``) weighted by
+        1/(N |C_i|), and of whether it holds the certified point's margins.
+
+        First the point of the last certificate is settled: its margins are
+        c z + (1 - c) zc with that certificate's z and zc and the step c the request
+        brings. Without them (a client that lost its state or missed a certificate) zc
+        is taken as z and the 0 it sends makes the server take c = 1.
+        """
         z = self._decrypt(np.arange(self.n_local), message.margins)
+        trial = self._point_trial
+        if trial is not None and trial[2] + 1 == message.point_version:
+            self._point_margins = next_point_margins(message.point_step, trial[0], trial[1])
+            self._point_version = message.point_version
+        holding = (self._point_margins is not None
+                   and self._point_version == message.point_version)
+        z_point = self._point_margins if holding else z
+        self._point_trial = (z, z_point, message.point_version)
         s = self.settings
-        loss, conj = weighted_objective_sums(s.loss_code, z, self.y, self._eval_alpha,
-                                             self.inv_holders / s.n_samples, s.smoothing)
-        return msg.EvalShares(self.masker.mask([loss, conj], self.id, message.participants,
+        sums = np.empty(POINT_STEPS.size + 2)
+        segment_objective_sums(s.loss_code, z, z_point, self.y, self._eval_alpha,
+                               self.inv_holders / s.n_samples, s.smoothing, sums[:-1])
+        sums[-1] = 1.0 if holding else 0.0
+        return msg.EvalShares(self.masker.mask(sums, self.id, message.participants,
                                                message.tag))
 

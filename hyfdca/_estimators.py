@@ -117,7 +117,8 @@ class HyFDCAClassifier(ClassifierMixin, _HyFDCABase):
         Stop after ``max_rounds`` or when the certified relative duality gap
         (P_best - D_best) / P_best, over the certificates evaluated every ``eval_every``
         rounds (smallest primal, largest dual), is at most ``tol``; it bounds the relative
-        loss (P - P*) / P* of ``coef_``, the certificate with the smallest primal. The
+        loss (P - P*) / P* of ``coef_``, the certified point with the smallest primal
+        (docs/algorithm.md section 3). The
         defaults reach their tolerance on a9a's 3x3 split at full participation (round
         610; benchmarks/estimator_vs_linearsvc.py); a ConvergenceWarning says when a fit
         stopped at ``max_rounds`` instead.

@@ -186,17 +186,22 @@ class PrimalUpdate:
 
 @dataclass(frozen=True)
 class EvalRequest:
-    """Server -> client: Enc(x_i . w) for all its samples, and the secure-sum round."""
+    """Server -> client: Enc(x_i . w) for all its samples, the secure-sum round, and the
+    step c the last certificate chose for the certified point, the ``point_version``-th
+    (0: none yet)."""
 
     margins: EncryptedVector
     participants: np.ndarray
     tag: str
+    point_step: float
+    point_version: int
 
 
 @dataclass(frozen=True)
 class EvalShares:
-    """Client -> server: masked shares of (1/N) sum_i l(z_i)/|C_i| and of
-    (1/N) sum_i -l*(-alpha_i)/|C_i|."""
+    """Client -> server: masked shares of (1/N) sum_i l(c z_i + (1 - c) zc_i)/|C_i| for
+    every c of ``POINT_STEPS`` (zc: the certified point's margins), of
+    (1/N) sum_i -l*(-alpha_i)/|C_i|, and 1 if it holds the point's margins (else 0)."""
 
     shares: np.ndarray
 

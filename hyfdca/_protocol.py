@@ -37,7 +37,7 @@ import numpy as np
 from crypto import DealtKeys, deal_keys, masked_total
 from feddata import Participation
 from hyfdca import _messages as msg
-from hyfdca._certificate import checked_certificate
+from hyfdca._certificate import Certificate, checked_certificate
 from hyfdca._checkpoint import CheckpointError, pickled, unpickled
 from hyfdca._encoding_range import check_encoding_range
 from hyfdca._client import Client
@@ -390,12 +390,14 @@ class HyFDCARun:
     # --- certificate --------------------------------------------------------------------
 
     def certificate(self):
-        """(primal at w(alpha), dual at alpha, w(alpha)) by secure sums over every client.
+        """A :class:`Certificate` by secure sums over every client: D(alpha), and the
+        certified point w_c, the best point of the segment between the last one and
+        w(alpha) (``hyfdca._certificate``), with its primal and that of w(alpha).
 
         A separate exchange with all clients (its traffic is not charged to a round): they
         sync alpha and send v_k, so w = X^T alpha/(lam N) exactly; then every margin is
-        a secure inner product and the loss and conjugate sums are masked secure sums.
-        The server's training state is left as it was.
+        a secure inner product, and the segment's loss sums and the conjugate sum are
+        masked secure sums. The server's training state is left as it was.
         """
         server = self.server
         everyone = np.arange(self.layout.n_clients)
@@ -415,9 +417,13 @@ class HyFDCARun:
             self._exchange("certificate: loss and conjugate sums", everyone,
                            lambda k: server.eval_message(k, margins, everyone, tag),
                            lambda k, reply: shares.__setitem__(k, reply.shares))
-        loss_sum, conj_sum = masked_total(shares.items(), everyone, self.frac_bits,
-                                          tag=f"certificate sums, {tag}")
-        reg = 0.5 * self.settings.lam * float(w @ w)
-        return checked_certificate(reg + loss_sum, -reg + conj_sum, w, lam=self.settings.lam,
-                                   frac_bits=self.frac_bits, n_clients=self.layout.n_clients,
-                                   max_sq_norm=self.max_sq_norm, round_=self.round)
+        totals = masked_total(shares.items(), everyone, self.frac_bits,
+                              tag=f"certificate sums, {tag}")
+        lam = self.settings.lam
+        dual = -0.5 * lam * float(w @ w) + float(totals[-2])
+        step, primal, point_w, iterate = server.point_choice(w, totals[:-2], totals[-1])
+        checked_certificate(min(primal, iterate), dual, w, lam=lam, frac_bits=self.frac_bits,
+                            n_clients=self.layout.n_clients, max_sq_norm=self.max_sq_norm,
+                            round_=self.round)
+        server.commit_point(step, point_w)
+        return Certificate(primal, dual, point_w.copy(), iterate)

@@ -30,18 +30,19 @@ def run_hyfdca(dataset, settings, *, max_rounds=100, tol=None, rel_tol=None, eva
     on a GPU), bytes reported as 0 and the plain backend's operation counts.
 
     Every certificate (round 0, every ``eval_every`` rounds and the last round) gives the
-    primal P_t = P(w(alpha_t)) and the dual D_t = D(alpha_t); the history records them
-    all. Since D(alpha) <= P* <= P(w) for every alpha and w, the best of them bound the
-    best model: P(w_best) - P* <= min_t P_t - max_t D_t, the certified gap. The run stops
-    after round ``max_rounds``, when the certified gap is at most ``tol`` or at most
-    ``rel_tol`` min_t P_t (a relative duality gap, which bounds the relative loss
-    (P - P*)/P*), when a certificate's gap is not finite (divergence; the bound uses finite
-    certificates only), or when ``stop()`` (checked after every round) returns True.
-    ``run.model`` is w_best, the w(alpha) of the certificate with the smallest primal: a
-    model whose objective was certified (the primal of w(alpha) is noisy along the run,
-    docs/algorithm.md section 5 lesson (d); under partial participation the server's
-    running w also holds stale parts of absent clients). ``validation`` = (X_val, y_val)
-    adds the validation accuracy of each certificate's w(alpha) to the history.
+    dual D_t = D(alpha_t) and a certified point w_t: the best point of the segment
+    between w_{t-1} and w(alpha_t) (``hyfdca._certificate``), so its primal
+    P_t = P(w_t) <= min(P_{t-1}, P(w(alpha_t))); the history records P_t, D_t and the
+    iterate's P(w(alpha_t)). Since D(alpha) <= P* <= P(w) for every alpha and w,
+    P(w_t) - P* <= P_t - max_s D_s, the certified gap. The run stops after round
+    ``max_rounds``, when the certified gap is at most ``tol`` or at most ``rel_tol`` P_t
+    (a relative duality gap, which bounds the relative loss (P - P*)/P*), when a
+    certificate's gap is not finite (divergence; the bound uses finite certificates
+    only), or when ``stop()`` (checked after every round) returns True. ``run.model`` is
+    the certified point with the smallest primal (the primal of w(alpha) itself is noisy
+    along the run, docs/algorithm.md section 5 lesson (d); under partial participation
+    the server's running w also holds stale parts of absent clients). ``validation`` =
+    (X_val, y_val) adds the validation accuracy of each certified point to the history.
     ``transport`` (protocol engine): how messages travel (``HyFDCARun``).
 
     ``checkpoint`` = a folder: the run's state, model and history are saved there every
@@ -105,11 +106,12 @@ def train(run, history, *, max_rounds, tol=None, rel_tol=None, eval_every=1,
     side of a deployment, ``HyFDCARun.remote``): certify round 0 (unless ``resumed``),
     run rounds up to ``max_rounds``, certify every ``eval_every`` rounds and at the end,
     stop on the certified gap, divergence or ``stop()``; ``save()`` (if given) at round 0,
-    every ``save_every`` rounds and at the end. ``run.model`` is the certificate with the smallest primal."""
+    every ``save_every`` rounds and at the end. ``run.model`` is the certified point with
+    the smallest primal."""
 
     def evaluate():
         try:
-            primal, dual, w = _guarded(run, run.certificate)
+            primal, dual, w, iterate_primal = _guarded(run, run.certificate)
         except MissingReplies:
             # a client is away (a transport that may lose it): certify when it is back
             if not (run.transport.may_lose and history.evaluations):
@@ -118,7 +120,8 @@ def train(run, history, *, max_rounds, tol=None, rel_tol=None, eval_every=1,
             last = history.last_evaluation
             return _certified_gap(history, last["primal"], last["dual"])
         first = not history.evaluations
-        history.add_evaluation(run.round, primal, dual, _accuracy(w, validation))
+        history.add_evaluation(run.round, primal, dual, _accuracy(w, validation),
+                               iterate_primal)
         best_primal, best_dual = history.certified()
         if first or primal == best_primal:  # the first, then the smallest finite primal
             run.model = w

@@ -8,12 +8,14 @@ Enc(alpha) at
 scale 2^(f + step bits); each client's stored Enc(x_i^k . w) parts (stale for absent
 ones); which alpha entries changed since each client last synced. Encrypted vectors are
 vectors of blocks (``hyfdca._packing``): every operation adds, scales or moves whole
-ciphertexts. It holds an Evaluator, never a private key, and no data or labels.
+ciphertexts. The certified point w_c (plaintext, as w). It holds an Evaluator, never a
+private key, and no data or labels.
 """
 
 import numpy as np
 
 from hyfdca import _messages as msg
+from hyfdca._certificate import choose_point
 from hyfdca._packing import BlockLayout
 from hyfdca._round import choose_step, is_full_step, step_bits
 
@@ -44,6 +46,10 @@ class Server:
         self.changed_at = np.zeros(self.n_samples, dtype=np.int64)
         self.synced_at = np.zeros(len(self.sample_ids), dtype=np.int64)
         self.drawn = [np.zeros(0, dtype=np.int64) for _ in self.sample_ids]
+        # the certified point w_c (hyfdca._certificate; None before the first
+        # certificate), how many steps of it were chosen, and the last step c, which
+        # the next certificate's request brings to the clients (they keep its margins)
+        self.point_w, self.point_version, self.point_step = None, 0, 1.0
 
     # --- set-up ---------------------------------------------------------------------------
 
@@ -258,4 +264,16 @@ class Server:
 
     def eval_message(self, k, margins, participants, tag):
         return msg.EvalRequest(self.evaluator.take(margins, self.blocks.client_blocks[k]),
-                               participants, tag)
+                               participants, tag, self.point_step, self.point_version)
+
+    def point_choice(self, w, loss_sums, holding):
+        """(c, P(w_c), w_c, P(w(alpha))) for the certified point from the revealed
+        segment loss sums (``choose_point``; c = 1 unless all clients, ``holding`` of
+        them, kept the last point's margins). Nothing changes before ``commit_point``."""
+        everyone = len(self.sample_ids)
+        last = self.point_w if int(round(holding)) == everyone else None
+        return choose_point(self.settings.lam, w, last, loss_sums)
+
+    def commit_point(self, step, point_w):
+        self.point_w, self.point_step = point_w, step
+        self.point_version += 1

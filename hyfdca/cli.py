@@ -87,7 +87,7 @@ def cmd_train(args):
         return stop.exit_code
     if not args.checkpoint:  # the default folder keeps only unfinished work
         shutil.rmtree(checkpoint)
-    primal, dual = history.certified()  # run.model is the certificate with this primal
+    primal, dual = history.certified()  # run.model is the certified point with this primal
     X_val, y_val = validation
     accuracy, central_acc = (float(np.mean(sign_labels(X_val @ w) == y_val))
                              for w in (run.model, w_star))

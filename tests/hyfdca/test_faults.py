@@ -7,6 +7,7 @@ from crypto import SecureSumError, masked_total
 from feddata import partition as P
 from hyfdca import (CertificateError, FaultyTransport, HyFDCARun, HyFDCASettings,
                     InProcessTransport, MissingReplies, run_hyfdca)
+from hyfdca._certificate import POINT_STEPS
 
 
 @pytest.fixture(scope="module")
@@ -82,12 +83,23 @@ def test_a_reply_received_twice_applies_once(grid):
     np.testing.assert_array_equal(a.certificate()[2], b.certificate()[2])
 
 
-def test_a_forged_share_that_makes_the_gap_negative_is_an_error(grid):
+@pytest.mark.parametrize("forged, earlier", [(POINT_STEPS.size - 1, 0), (0, 2)],
+                         ids=["loss of w(alpha)", "loss of the certified point"])
+def test_a_forged_share_that_makes_the_gap_negative_is_an_error(grid, forged, earlier):
+    """The shares are the segment's loss sums (c = 0: the certified point, ..., c = 1:
+    w(alpha)), the conjugate sum and the holding count; a forged loss sum of either end
+    makes a primal fall below the dual."""
+    armed = []
+
     def forge(phase, k, reply):
-        if phase.startswith("certificate: loss") and k == 0:
-            reply.shares[0] -= np.uint64(1 << 40)  # the loss sum falls by 2^8
+        if phase.startswith("certificate: loss") and k == 0 and armed:
+            reply.shares[forged] -= np.uint64(1 << 40)  # the loss sum falls by 2^8
         return reply
     run = HyFDCARun(grid, settings(), crypto="mask", transport=tampering(forge))
+    for _ in range(earlier):
+        run.step()
+        run.certificate()
+    armed.append(True)
     with pytest.raises(CertificateError, match="duality gap is -2"):
         run.certificate()
 
