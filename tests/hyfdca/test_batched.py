@@ -115,7 +115,8 @@ def test_bit_identical_with_the_scaled_line_search(small, name, participation):
 
 
 @pytest.mark.parametrize("name", ["hybrid", "dealt", "explicit-overlapping"])
-@pytest.mark.parametrize("variant", ["auto-full", "auto-partial", "scaled-line-search"])
+@pytest.mark.parametrize("variant", ["auto-full", "auto-partial", "scaled-line-search",
+                                     "capped-line-search"])
 def test_bit_identical_with_norm_share_weights(small, name, variant):
     """holder_weights="norm-share" (the weights come from hyfdca._round): both engines
     follow it bit for bit, under full and partial participation."""
