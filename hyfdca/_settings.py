@@ -5,7 +5,6 @@ from dataclasses import dataclass, fields, replace
 import numpy as np
 
 from feddata import PARTICIPATION_KINDS as PARTICIPATION
-from feddata.participation import cyclic_subsets
 from solvers import CLASSIFICATION_LOSSES, LOSS_CODES, loss_code
 
 # auto-partial's iic at lam >= AUTO_PARTIAL_LAM; below, iic = AUTO_PARTIAL_IIC lam /
@@ -58,10 +57,9 @@ VARIANTS = {
                                iic=0.3, curvature_scaling="absent-share",
                                holder_weights="norm-share"),
     # The same with its step capped at 0.3 and its iic scaled with lam as auto-partial's
-    # (by _preset_values): "auto" where half of the clients or more take part but not
-    # most of them (AUTO_CAPPED_FRACTION <= fraction < AUTO_SCALED_FRACTION), and under
-    # cyclic participation in at most AUTO_CAPPED_CYCLE subsets; measured in
-    # docs/algorithm.md section 6 (the capped line search).
+    # (by _preset_values). Not in "auto": 2-4x faster to 1e-2 where half of the clients
+    # or more take part, but its line search stalls (g = 0) near the optimum of a
+    # well-conditioned problem; docs/algorithm.md section 6, the fifth round.
     "capped-line-search": dict(sigma="safe", rho="norm", line_search=True,
                                sampling="shared", draw="permuted", aggregation="mean",
                                iic=0.3, curvature_scaling="absent-share", step_cap=0.3,
@@ -70,8 +68,6 @@ VARIANTS = {
 HOLDER_WEIGHTS = ("equal", "norm-share")  # _round.aggregation_weights
 DEFAULT_VARIANT = "auto"
 AUTO_SCALED_FRACTION = 0.75  # "auto" under participation "fraction" >= this: scaled line search
-AUTO_CAPPED_FRACTION = 0.5  # ... >= this (and below AUTO_SCALED_FRACTION): capped line search
-AUTO_CAPPED_CYCLE = 3  # ... and cyclic participation in at most this many subsets
 VARIANT_NAMES = (DEFAULT_VARIANT, *VARIANTS)  # what from_variant accepts
 
 
@@ -122,11 +118,9 @@ class HyFDCASettings:
     def from_variant(cls, variant=DEFAULT_VARIANT, **overrides):
         """Settings of a named variant, with any field overridden (None = keep).
 
-        "auto" is "auto-full" under full participation; for losses other than the
-        logistic, "scaled-line-search" under participation "fraction" with fraction >=
-        AUTO_SCALED_FRACTION, "capped-line-search" with fraction >= AUTO_CAPPED_FRACTION
-        and under cyclic participation in at most AUTO_CAPPED_CYCLE subsets;
-        "auto-partial" otherwise; :meth:`bind` turns the
+        "auto" is "auto-full" under full participation, "scaled-line-search" under
+        participation "fraction" with fraction >= AUTO_SCALED_FRACTION (losses other than
+        logistic), and "auto-partial" otherwise; :meth:`bind` turns the
         partial-participation presets into "auto-full" on horizontal data. A variant's
         default ``iic`` applies unless ``H`` or ``iic`` is given.
         """
@@ -285,15 +279,11 @@ def _preset_values(name, lam):
 
 
 def _auto_preset(participation, fraction, loss):
-    """The preset behind variant "auto" (docs/algorithm.md section 4). The line search
-    under partial participation needs a quadratic conjugate: not for the logistic loss."""
+    """The preset behind variant "auto" (docs/algorithm.md section 4). The scaled line
+    search needs a quadratic conjugate: not for the logistic loss."""
     if participation == "full":
         return "auto-full"
-    if loss == "logistic":
-        return "auto-partial"
-    if participation == "fraction" and fraction >= AUTO_SCALED_FRACTION:
+    if (participation == "fraction" and fraction >= AUTO_SCALED_FRACTION
+            and loss != "logistic"):
         return "scaled-line-search"
-    if ((participation == "fraction" and fraction >= AUTO_CAPPED_FRACTION)
-            or (participation == "cyclic" and cyclic_subsets(fraction) <= AUTO_CAPPED_CYCLE)):
-        return "capped-line-search"
     return "auto-partial"
