@@ -110,7 +110,8 @@ class History:
         """The History :meth:`state` described."""
         history = cls(p_star=state["p_star"])
         history.rounds = [dict(r) for r in state["rounds"]]
-        history.evaluations = {int(t): dict(e) for t, e in state["evaluations"]}
+        history.evaluations = {int(t): {"iterate_primal": e["primal"], **e}
+                               for t, e in state["evaluations"]}
         return history
 
     def to_csv(self, path):

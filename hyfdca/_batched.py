@@ -39,7 +39,7 @@ from hyfdca import _batched_kernels as kern
 from hyfdca._batched_layout import (Blocks, Draws, Duals, Params, RoundArrays, Scratch,
                                     UnionHoldings, structure_arrays)
 from hyfdca._certificate import (POINT_STEPS, Certificate, checked_certificate,
-                                  choose_point, next_point_margins)
+                                  choose_point, larger_l1, next_point_margins)
 from hyfdca._checkpoint import CheckpointError
 from hyfdca._draws import stream_key
 from hyfdca._encoding_range import check_encoding_range
@@ -419,7 +419,7 @@ class BatchedHyFDCA:
         step, primal, point_w, iterate = choose_point(
             s.lam, w, self.point_w if self.have_point else None, totals[:-1])
         dual = -0.5 * s.lam * float(w @ w) + float(totals[-1])
-        checked_certificate(min(primal, iterate), dual, w, lam=s.lam,
+        checked_certificate(min(primal, iterate), dual, larger_l1(w, point_w), lam=s.lam,
                             frac_bits=self.frac_bits, n_clients=self.n_clients,
                             max_sq_norm=self.max_sq_norm, round_=self.round)
         self.point_z[:] = next_point_margins(step, z, self.point_z)

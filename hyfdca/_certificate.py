@@ -21,7 +21,8 @@ POINT_STEPS = np.arange(33) / 32.0
 
 class Certificate(NamedTuple):
     """One certificate: ``primal`` = P(w_c) of the certified point ``w`` (<= the last
-    certified point's and <= ``iterate_primal`` = P(w(alpha))), ``dual`` = D(alpha)."""
+    certified point's but after a reset, and <= ``iterate_primal`` = P(w(alpha))),
+    ``dual`` = D(alpha)."""
 
     primal: float
     dual: float
@@ -95,6 +96,12 @@ def rounding_allowance(primal, dual, w, *, lam, frac_bits, n_clients, max_sq_nor
     scale = 2.0 ** -frac_bits * max(n_clients, 1)
     slope = 1.0 + abs(primal) + abs(dual)
     return scale * (4.0 + np.sqrt(max_sq_norm * d) + lam * float(np.abs(w).sum())) * slope
+
+
+def larger_l1(w, point_w):
+    """Of w(alpha) and the certified point, the one whose ||.||_1 the rounding allowance
+    must use (the primal checked is the smaller of their two primals)."""
+    return w if np.abs(w).sum() >= np.abs(point_w).sum() else point_w
 
 
 def checked_certificate(primal, dual, w, *, lam, frac_bits, n_clients, max_sq_norm, round_):

@@ -31,7 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
-FORMAT = 2  # 2: the server keeps each client's v_k and Enc(q) (rejoins)
+FORMAT = 3  # 2: the server keeps each client's v_k and Enc(q) (rejoins); 3: the certified point
 KEEP = 2
 LATEST = "LATEST"
 

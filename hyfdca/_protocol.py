@@ -37,7 +37,7 @@ import numpy as np
 from crypto import DealtKeys, deal_keys, masked_total
 from feddata import Participation
 from hyfdca import _messages as msg
-from hyfdca._certificate import Certificate, checked_certificate
+from hyfdca._certificate import Certificate, checked_certificate, larger_l1
 from hyfdca._checkpoint import CheckpointError, pickled, unpickled
 from hyfdca._encoding_range import check_encoding_range
 from hyfdca._client import Client
@@ -422,7 +422,8 @@ class HyFDCARun:
         lam = self.settings.lam
         dual = -0.5 * lam * float(w @ w) + float(totals[-2])
         step, primal, point_w, iterate = server.point_choice(w, totals[:-2], totals[-1])
-        checked_certificate(min(primal, iterate), dual, w, lam=lam, frac_bits=self.frac_bits,
+        checked_certificate(min(primal, iterate), dual, larger_l1(w, point_w), lam=lam,
+                            frac_bits=self.frac_bits,
                             n_clients=self.layout.n_clients, max_sq_norm=self.max_sq_norm,
                             round_=self.round)
         server.commit_point(step, point_w)

@@ -47,7 +47,7 @@ def test_moving_average_against_a_loop():
     assert E.smoothing_window(12345) == 123 and E.smoothing_window(10) == 1
 
 
-def _history(primal, compute=0.5, rtc=3, encryption=0.25, accuracy=None):
+def _history(primal, compute=0.5, rtc=3, encryption=0.25, accuracy=None, iterate=None):
     history = History(p_star=1.0)
     for r, p in enumerate(primal):
         if r:
@@ -55,7 +55,8 @@ def _history(primal, compute=0.5, rtc=3, encryption=0.25, accuracy=None):
                                    bytes_down=0, encrypt=4, decrypt=2, add=3, multiply=1,
                                    compute_seconds=compute, protocol_seconds=0.0,
                                    encryption_seconds=encryption))
-        history.add_evaluation(r, p, np.nan, None if accuracy is None else accuracy[r])
+        history.add_evaluation(r, p, np.nan, None if accuracy is None else accuracy[r],
+                               None if iterate is None else iterate[r])
     return history
 
 
@@ -77,6 +78,16 @@ def test_divergence_is_detected():
     assert diverged(_history([1.5, 2.0, np.inf]))
     assert diverged(_history([1.5, 3e3]))
     assert not diverged(_history([1.5, 1.2, 1.1]))
+
+
+def test_divergence_and_volatility_are_judged_on_the_iterate():
+    """HyFDCA's primal is its certified point, which cannot rise; its iterate can."""
+    point, iterate = [3.0, 2.0, 1.5, 1.5], [3.0, 2.0, 5e3, 1.5]
+    assert diverged(_history(point, iterate=iterate))
+    assert not diverged(_history(point))
+    m = E.selection_metrics(_history(point, iterate=iterate))
+    assert m["volatility"] == pytest.approx(np.std(np.diff(iterate)))
+    assert m["final_loss"] == pytest.approx(np.mean(point[-5:]))
 
 
 def test_truncate_by_time_keeps_the_rounds_within_the_budget():
