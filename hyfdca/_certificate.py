@@ -12,7 +12,7 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
-from solvers import SQUARED, SQUARED_HINGE, loss_value, neg_conjugate
+from solvers import loss_value, neg_conjugate, projected_dual
 
 # the grid of the certified point's step c: 0, 1/32, ..., 1 (0 keeps the last point,
 # 1 takes w(alpha))
@@ -39,19 +39,14 @@ def segment_objective_sums(code, z, z_point, y, alpha, weight, smoothing, out):
     last = out.shape[0] - 2
     out[:] = 0.0
     for i in range(z.shape[0]):
-        a = alpha[i]
-        if code != SQUARED:
-            beta = max(a * y[i], 0.0)
-            if code != SQUARED_HINGE:
-                beta = min(beta, 1.0)
-            a = beta * y[i]
         out[0] += weight[i] * loss_value(code, z_point[i], y[i], smoothing)
         for j in range(1, last):
             c = j / last
             out[j] += weight[i] * loss_value(code, c * z[i] + (1.0 - c) * z_point[i],
                                              y[i], smoothing)
         out[last] += weight[i] * loss_value(code, z[i], y[i], smoothing)
-        out[last + 1] += weight[i] * neg_conjugate(code, a, y[i], smoothing)
+        out[last + 1] += weight[i] * neg_conjugate(code, projected_dual(code, alpha[i], y[i]),
+                                                   y[i], smoothing)
 
 
 def next_point_margins(step, z, z_point):
@@ -67,17 +62,14 @@ def choose_point(lam, w, w_point, loss_sums):
     iterate = 0.5 * lam * float(w @ w) + float(loss_sums[-1])
     if w_point is None:
         return 1.0, iterate, w, iterate
+    points = [w_point, *(c * w + (1.0 - c) * w_point for c in POINT_STEPS[1:-1]), w]
     primals = np.array([0.5 * lam * float(v @ v) + float(loss)
-                        for v, loss in ((c * w + (1.0 - c) * w_point, loss)
-                                        for c, loss in zip(POINT_STEPS, loss_sums))])
-    primals[-1] = iterate
+                        for v, loss in zip(points, loss_sums)])
     finite = np.where(np.isfinite(primals), primals, np.inf)
     j = POINT_STEPS.size - 1 - int(np.argmin(finite[::-1]))
     if not np.isfinite(finite[j]):
         return 1.0, iterate, w, iterate
-    step = float(POINT_STEPS[j])
-    new = w if step == 1.0 else (w_point if step == 0.0 else step * w + (1.0 - step) * w_point)
-    return step, float(primals[j]), new, iterate
+    return float(POINT_STEPS[j]), float(primals[j]), points[j], iterate
 
 
 class CertificateError(RuntimeError):

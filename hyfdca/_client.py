@@ -371,8 +371,9 @@ class Client:
 
         First the point of the last certificate is settled: its margins are
         c z + (1 - c) zc with that certificate's z and zc and the step c the request
-        brings. Without them (a client that lost its state or missed a certificate) zc
-        is taken as z and the 0 it sends makes the server take c = 1.
+        brings (a certificate the server could not settle is settled by the next one).
+        Without them (a client that lost its state) zc is taken as z and the 0 it sends
+        makes the server take c = 1.
         """
         z = self._decrypt(np.arange(self.n_local), message.margins)
         trial = self._point_trial

@@ -19,6 +19,7 @@ from solvers._losses import (
     loss_derivative,
     loss_value,
     neg_conjugate,
+    projected_dual,
     weighted_objective_sums,
 )
 from solvers._random import GAMMA, MUL1, MUL2, mix64, splitmix64
@@ -67,6 +68,7 @@ __all__ = [
     "loss_value",
     "mix64",
     "neg_conjugate",
+    "projected_dual",
     "objectives",
     "primal_objective",
     "reference_optimum",

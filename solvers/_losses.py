@@ -191,12 +191,19 @@ def weighted_objective_sums(code, z, y, alpha, weight, smoothing):
     loss = 0.0
     conj = 0.0
     for i in range(z.shape[0]):
-        a = alpha[i]
-        if code != SQUARED:
-            beta = max(a * y[i], 0.0)
-            if code != SQUARED_HINGE:
-                beta = min(beta, 1.0)
-            a = beta * y[i]
         loss += weight[i] * loss_value(code, z[i], y[i], smoothing)
-        conj += weight[i] * neg_conjugate(code, a, y[i], smoothing)
+        conj += weight[i] * neg_conjugate(code, projected_dual(code, alpha[i], y[i]),
+                                          y[i], smoothing)
     return loss, conj
+
+
+@njit(cache=True)
+def projected_dual(code, alpha, y):
+    """alpha with beta = alpha y projected onto the loss's domain ([0, 1]; [0, inf) for the
+    squared hinge; unconstrained for the squared loss)."""
+    if code == SQUARED:
+        return alpha
+    beta = max(alpha * y, 0.0)
+    if code != SQUARED_HINGE:
+        beta = min(beta, 1.0)
+    return beta * y
