@@ -45,8 +45,8 @@ from hyfdca._draws import stream_key
 from hyfdca._encoding_range import check_encoding_range
 from hyfdca._round import (aggregation_weights, choose_step, correction_factors,
                            draws_all_samples, eligible_samples, is_full_step,
-                           line_search_term_count, margins_are_local, plan_round,
-                           sampling_streams, step_bits)
+                           line_search_term_count, margins_are_local, new_step_record,
+                           plan_round, sampling_streams, stalls, step_bits)
 from hyfdca._settings import check_classification_labels
 
 BACKENDS = ("numba", "cupy")
@@ -185,11 +185,10 @@ class BatchedHyFDCA:
         T = numba.config.NUMBA_NUM_THREADS
         max_rows, max_cols = int(n_rows.max()), int(n_cols.max())
         streams = sampling_streams([b.sample_ids for b in dataset.blocks], s.sampling, self.seed)
-        H = np.array([s.inner_steps(int(n)) for n in n_rows], dtype=np.int64)
-        draw_off = _offsets(H)
+        H, draw_off, drawn = self._draw_sizes(s)
         self.draws = Draws(
             stream_keys=np.array([stream_key(t) for t in streams], dtype=np.uint64), H=H,
-            draw_off=draw_off, drawn=np.zeros(int(draw_off[-1]), dtype=np.int64),
+            draw_off=draw_off, drawn=drawn,
             drawn_cnt=np.zeros(K, dtype=np.int64), eligible=np.ones(N, dtype=bool),
             cand=np.zeros((T, max_rows), dtype=np.int64),
             perm=np.tile(np.arange(max_rows, dtype=np.int64), (T, 1)))  # the identity
@@ -222,6 +221,9 @@ class BatchedHyFDCA:
         self.point_w = np.zeros(d)
         self.point_z = np.zeros(n_hold)
         self.have_point = False
+        # whether the line search has stalled (the rounds then run s.after_stall()), and
+        # its record of zero steps (hyfdca._round.stalls)
+        self.stalled, self.zero_steps = False, new_step_record()
         # per-round buffers kept between rounds (a fresh allocation costs page faults)
         self.avail_mask = np.zeros(K, dtype=bool)
         self.shares = np.zeros((line_search_term_count(s), K))
@@ -229,7 +231,7 @@ class BatchedHyFDCA:
     # --- checkpoints ----------------------------------------------------------------------
 
     _STRUCTURES = ("draws", "duals", "arrays", "scratch")
-    _ARRAYS = ("w", "dw", "avail_mask", "shares", "point_w", "point_z")
+    _ARRAYS = ("w", "dw", "avail_mask", "shares", "point_w", "point_z", "zero_steps")
 
     def checkpoint_files(self):
         """File name -> bytes (``hyfdca._checkpoint``): every array of the run's state and
@@ -241,7 +243,7 @@ class BatchedHyFDCA:
                              "state on the GPU)")
         arrays = self._state_by_name()
         counters = dict(version=self.version, token=self.token, round=self.round,
-                        have_point=self.have_point,
+                        have_point=self.have_point, stalled=self.stalled,
                         participation=self.participation.rng.bit_generator.state)
         arrays = dict(arrays, counters=np.array(json.dumps(counters)))
         buffer = io.BytesIO()
@@ -265,6 +267,8 @@ class BatchedHyFDCA:
         if not path.is_file():
             raise CheckpointError(f"checkpoint file {path} is missing")
         with np.load(path, allow_pickle=False) as saved:
+            if "counters" in saved.files and json.loads(str(saved["counters"])).get("stalled"):
+                run._fall_back()  # the draws' sizes of after_stall()
             targets = run._state_by_name()
             missing = sorted(set(targets) - set(saved.files))
             if missing:
@@ -301,6 +305,25 @@ class BatchedHyFDCA:
     def available(self):
         return self.participation.available(self.round)
 
+    @property
+    def round_settings(self):
+        """The settings the rounds run now: after_stall() once the line search stalled."""
+        return self.settings.after_stall() if self.stalled else self.settings
+
+    def _draw_sizes(self, settings):
+        """(H_k per client, the offsets of their draws, room for the draws)."""
+        n_rows = np.diff(self.blocks.row_off)
+        H = np.array([settings.inner_steps(int(n)) for n in n_rows], dtype=np.int64)
+        draw_off = _offsets(H)
+        return H, draw_off, np.zeros(int(draw_off[-1]), dtype=np.int64)
+
+    def _fall_back(self):
+        """The line search stalled: the next rounds run settings.after_stall(), with its
+        number of draws (drawn anew in the next round's phase A)."""
+        self.stalled = True
+        H, draw_off, drawn = self._draw_sizes(self.round_settings)
+        self.draws = self.draws._replace(H=H, draw_off=draw_off, drawn=drawn)
+
     def _check(self, what):
         err = self.arrays.err
         if err[0]:
@@ -311,7 +334,7 @@ class BatchedHyFDCA:
 
     def step(self):
         """Run one outer iteration; return its record (as HyFDCARun.step)."""
-        s, gpu = self.settings, self._gpu
+        s, gpu = self.round_settings, self._gpu
         B, P, duals, D, R, X = (self.blocks, self.params, self.duals, self.draws,
                                 self.arrays, self.scratch)
         avail = np.asarray(self.available(), dtype=np.int64)
@@ -364,6 +387,7 @@ class BatchedHyFDCA:
                                          permuted, self.token, self.w, dw)
         revealed = unmasked_total(shares, self.frac_bits) if s.line_search else None
         m, g = choose_step(s, revealed, self.w, dw)
+        falls_back = not self.stalled and stalls(s, self.zero_steps, m)
         n_touched = kern.apply_step(R, n_union, stamp, duals, m, self.step_bits > 0,
                                     self.version + 1)
         self._check("alpha")
@@ -376,6 +400,8 @@ class BatchedHyFDCA:
             kern.inner_products(avail, B, P, R, cur, True, self.w, X.wk)
             self._check("an inner product")
         self.round += 1
+        if falls_back:
+            self._fall_back()
         # the plain backend's counts, phase by phase as the message protocol performs them
         margins = int(plan.inner_products)
         encrypt = margins * n_requested + received

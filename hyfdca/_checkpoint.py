@@ -31,7 +31,9 @@ from pathlib import Path
 
 import numpy as np
 
-FORMAT = 3  # 2: the server keeps each client's v_k and Enc(q) (rejoins); 3: the certified point
+# 2: the server keeps each client's v_k and Enc(q) (rejoins); 3: the certified point;
+# 4: the line search's stall record
+FORMAT = 4
 KEEP = 2
 LATEST = "LATEST"
 

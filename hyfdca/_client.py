@@ -40,7 +40,7 @@ class Client:
 
     # set at construction from its block, keys and settings; the rest is the run's state
     FIXED = frozenset(("id", "X", "y", "n_local", "keys", "masker", "settings", "stream",
-                       "q", "partial", "rho", "update_weight", "inv_holders", "H",
+                       "q", "partial", "rho", "update_weight", "inv_holders",
                        "_counts", "_n_clients", "_blocks", "_prediction"))
 
     def __init__(self, client_id, block, keys, masker, settings, stream):
@@ -60,7 +60,7 @@ class Client:
         self.q = self.rho = self.update_weight = self.inv_holders = None
         self._counts, self._n_clients, self._blocks = None, None, None
         self._prediction = None  # new samples to predict (``hold_for_prediction``)
-        self.H = settings.inner_steps(self.n_local)
+        self.stalled = False  # the server said the line search stalled (RoundStart)
         self.drawn = np.zeros(0, dtype=np.int64)
         # seconds of its last LocalDualMethod: a measurement for the simulation's time
         # model, never sent (how long the steps took would tell how many samples moved)
@@ -103,6 +103,11 @@ class Client:
         vars(client).update(session, X=block.X, y=block.y, keys=keys, masker=masker,
                             settings=settings, _prediction=None)
         return client
+
+    @property
+    def round_settings(self):
+        """The settings the rounds run now: after_stall() once the server said so."""
+        return self.settings.after_stall() if self.stalled else self.settings
 
     def handle(self, message):
         """The reply to one message of the server (the transport's entry point)."""
@@ -251,6 +256,7 @@ class Client:
         """Sync duals, draw this round's samples among the eligible ones, send the change
         of v_k."""
         self.round = message.round
+        self.stalled |= bool(message.stalled)
         self._apply_sync(message.sync)
         self.drawn = self._draw(message.eligible, self.round)
         change = self._report_synced()
@@ -282,7 +288,8 @@ class Client:
         candidates = np.flatnonzero(eligible)
         if candidates.size == 0:
             return np.zeros(0, dtype=np.int64)
-        picks = draw_positions(self.stream, round_, candidates.size, self.H,
+        H = self.round_settings.inner_steps(self.n_local)
+        picks = draw_positions(self.stream, round_, candidates.size, H,
                                self.settings.draw == "permuted")
         return candidates[picks].astype(np.int64)
 
@@ -315,7 +322,7 @@ class Client:
             z[self.drawn] = self.X[self.drawn] @ self.w
         elif self.drawn.size:
             z[self.drawn] = self._decrypt(self.drawn, message.margins)
-        s = self.settings
+        s = self.round_settings
         start = time.perf_counter()
         dalpha, _ = local_dual_method(self.X.data, self.X.indices, self.X.indptr, self.y,
                                       self.alpha, z, self.q, self.rho, self.drawn,
@@ -340,7 +347,7 @@ class Client:
         d = self._decrypt(pos, message.delta) if pos.size else np.zeros(0)
         self._pending = (pos, d)
         shares = None
-        s = self.settings
+        s = self.round_settings
         if s.line_search:
             values = line_search_shares(s, self.y[pos], self.alpha[pos], d,
                                         message.present_holders, self.q[pos],

@@ -145,7 +145,6 @@ class CupyKernels:
         self.hold_sample = up(B.hold_sample)
         self.y, self.q, self.rho = up(B.y), up(B.q), up(B.rho)
         self.update_weight = up(B.update_weight)
-        self.draw_off = up(engine.draws.draw_off)
         self.dalpha = cp.zeros(B.hold_sample.size)
         self.u = cp.zeros(B.hold_feat.size)
         self.hold_mark = cp.zeros(B.hold_sample.size, dtype=cp.int64)
@@ -179,7 +178,8 @@ class CupyKernels:
             self.indptr, self.row_off, self.feat_off, self.hold_feat, self.hold_sample,
             self.y, cp.asarray(engine.duals.alpha_loc), self.q, self.rho, self.update_weight,
             cp.asarray(R.margin), np.float64(P.inv_frac_scale), np.float64(P.frac_scale),
-            cp.asarray(engine.w), self.draw_off, cp.asarray(D.drawn), cp.asarray(D.drawn_cnt),
+            cp.asarray(engine.w), cp.asarray(D.draw_off), cp.asarray(D.drawn),
+            cp.asarray(D.drawn_cnt),
             np.int32(P.loss_code), np.float64(P.lam_n), np.float64(P.sigma),
             np.float64(P.smoothing), self.dalpha, self.u, self.hold_mark, np.int64(stamp),
             upd, self.err))

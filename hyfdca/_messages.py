@@ -80,12 +80,14 @@ class DualRefresh:
 
 @dataclass(frozen=True)
 class RoundStart:
-    """Server -> client: the round number, the dual sync, and which of its samples may be
-    drawn this round."""
+    """Server -> client: the round number, the dual sync, which of its samples may be
+    drawn this round, and whether the line search has stalled (the rounds then run
+    ``HyFDCASettings.after_stall``)."""
 
     round: int
     sync: DualSync
     eligible: np.ndarray
+    stalled: bool = False
 
 
 @dataclass(frozen=True)

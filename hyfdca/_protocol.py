@@ -334,7 +334,7 @@ class HyFDCARun:
                                                       plan.predraw),
                            updates.__setitem__)
         revealed = None
-        if self.settings.line_search:
+        if server.round_settings.line_search:
             revealed = masked_total(((k, u.shares) for k, u in updates.items()), avail,
                                     self.frac_bits, tag=f"line-search sums, {tag}")
         draws = {k: u.next_drawn for k, u in updates.items()} if plan.predraw else None

@@ -20,7 +20,8 @@ plain switches from the settings (draws permuted or random, line search on or of
   holder's last part (stale) counts.
 - The line search: each holder's terms of the secure sums (:func:`line_search_terms`,
   :func:`line_search_shares`), the server's step g (:func:`choose_step`) and its
-  fixed-point form (:func:`step_bits`, :func:`is_full_step`).
+  fixed-point form (:func:`step_bits`, :func:`is_full_step`); when it has stalled
+  (:func:`stalls`: the switch to ``HyFDCASettings.after_stall``).
 """
 
 from typing import NamedTuple
@@ -33,6 +34,8 @@ from hyfdca._primal_change import add_row
 from solvers import coordinate_step
 
 STEP_BITS = 16  # a line-search step g is applied as the integer m = g 2^STEP_BITS
+# the line search has stalled once STALL_ZERO_STEPS of the last STALL_WINDOW steps were 0
+STALL_WINDOW, STALL_ZERO_STEPS = 100, 25
 
 
 # --- the phases -----------------------------------------------------------------------
@@ -283,9 +286,10 @@ def quantize_step(g, bits):
 
 
 def step_bits(settings):
-    """Fractional bits of the step g: STEP_BITS with the line search or a capped step,
-    else 0 (g = 1)."""
-    return STEP_BITS if settings.line_search or settings.step_cap < 1 else 0
+    """Fractional bits of the step g: STEP_BITS with the line search, a capped step or a
+    fallback from the line search (whose settings keep the bits), else 0 (g = 1)."""
+    stepped = settings.line_search or settings.step_cap < 1 or settings.stall_fallback
+    return STEP_BITS if stepped else 0
 
 
 def choose_step(settings, revealed, w, dw):
@@ -304,3 +308,22 @@ def is_full_step(m, settings):
     """After a full step (g = 1) every participant's copy alpha + dalpha equals the
     server's alpha: no sync is due."""
     return m == 1 << step_bits(settings)
+
+
+def new_step_record():
+    """Whether each of the last STALL_WINDOW steps was 0 (none yet), for :func:`stalls`."""
+    return np.zeros(STALL_WINDOW, dtype=bool)
+
+
+def stalls(settings, zero_steps, m):
+    """Record the round's step m in ``zero_steps`` (the last STALL_WINDOW, oldest first);
+    True when the line search of settings that watch for it (``watches_stall``) has
+    stalled: g = 0 in at least STALL_ZERO_STEPS of them. Near the optimum the stale part
+    of the line search's linear term outweighs the true gain, which shrinks
+    quadratically, and g = 0 wastes the round (docs/algorithm.md section 5.4); the
+    engines then switch to ``settings.after_stall()`` for good."""
+    if not settings.watches_stall:
+        return False
+    zero_steps[:-1] = zero_steps[1:]
+    zero_steps[-1] = m == 0
+    return int(np.count_nonzero(zero_steps)) >= STALL_ZERO_STEPS

@@ -17,7 +17,7 @@ import numpy as np
 from hyfdca import _messages as msg
 from hyfdca._certificate import choose_point
 from hyfdca._packing import BlockLayout
-from hyfdca._round import choose_step, is_full_step, step_bits
+from hyfdca._round import choose_step, is_full_step, new_step_record, stalls, step_bits
 
 
 class Server:
@@ -50,6 +50,14 @@ class Server:
         # certificate), how many steps of it were chosen, and the last step c, which
         # the next certificate's request brings to the clients (they keep its margins)
         self.point_w, self.point_version, self.point_step = None, 0, 1.0
+        # whether the line search has stalled (hyfdca._round.stalls; then every round
+        # runs settings.after_stall() and the dual syncs tell the clients), and its record
+        self.stalled, self.zero_steps = False, new_step_record()
+
+    @property
+    def round_settings(self):
+        """The settings the rounds run now: after_stall() once the line search stalled."""
+        return self.settings.after_stall() if self.stalled else self.settings
 
     # --- set-up ---------------------------------------------------------------------------
 
@@ -107,7 +115,7 @@ class Server:
                                reply.refresh.alpha)
 
     def round_start(self, k, eligible, round_):
-        return msg.RoundStart(round_, self.dual_sync(k), eligible)
+        return msg.RoundStart(round_, self.dual_sync(k), eligible, self.stalled)
 
     def receive_primal(self, k, reply):
         """w += the change of v_k (client after client, in the order of the replies)."""
@@ -197,8 +205,9 @@ class Server:
     def finish_round(self, updates, revealed_shares, next_draws):
         """Add the synced changes of v_k to w; choose the step g for dw = sum_k of the
         tentative changes; apply alpha += g dalpha (homomorphically) and w += g dw.
-        ``updates``: each available client's PrimalUpdate, in client order."""
-        s = self.settings
+        ``updates``: each available client's PrimalUpdate, in client order. A stalled
+        line search switches the next rounds to settings.after_stall()."""
+        s = self.round_settings
         dw = np.zeros(self.n_features)
         for k, update in updates.items():
             if update.synced is not None:
@@ -206,6 +215,8 @@ class Server:
                 self.contribution[k] += update.synced
             dw[self.feature_ids[k]] += update.tentative
         m, g = choose_step(s, revealed_shares, self.w, dw)
+        if not self.stalled:
+            self.stalled = stalls(s, self.zero_steps, m)
         ids = np.flatnonzero(self.touched)
         if ids.size:
             if m != 0:  # enc_delta is 0 in the untouched slots of these blocks

@@ -57,17 +57,23 @@ VARIANTS = {
                                iic=0.3, curvature_scaling="absent-share",
                                holder_weights="norm-share"),
     # The same with its step capped at 0.3 and its iic scaled with lam as auto-partial's
-    # (by _preset_values). Not in "auto": 2-4x faster to 1e-2 where half of the clients
-    # or more take part, but its line search stalls (g = 0) near the optimum of a
-    # well-conditioned problem; docs/algorithm.md section 6, the fifth round.
+    # (by _preset_values); once its line search stalls (g = 0 in a quarter of the last
+    # 100 rounds: _round.stalls) the run goes on with auto-partial's rounds for good
+    # (HyFDCASettings.after_stall). "auto" where half of the clients or more take part
+    # (below AUTO_SCALED_FRACTION) and under cyclic participation with at most 3 subsets
+    # (docs/algorithm.md section 4).
     "capped-line-search": dict(sigma="safe", rho="norm", line_search=True,
                                sampling="shared", draw="permuted", aggregation="mean",
                                iic=0.3, curvature_scaling="absent-share", step_cap=0.3,
-                               holder_weights="norm-share"),
+                               holder_weights="norm-share", stall_fallback=True),
 }
+# what after_stall takes from auto-partial (the rest of the two presets is the same)
+FALLBACK_PRESET, FALLBACK_FIELDS = "auto-partial", ("iic", "min_H")
 HOLDER_WEIGHTS = ("equal", "norm-share")  # _round.aggregation_weights
 DEFAULT_VARIANT = "auto"
 AUTO_SCALED_FRACTION = 0.75  # "auto" under participation "fraction" >= this: scaled line search
+AUTO_CAPPED_FRACTION = 0.5  # ... >= this (or cyclic with >= this share): capped line search
+AUTO_CAPPED_CYCLIC = 1.0 / 3.0
 VARIANT_NAMES = (DEFAULT_VARIANT, *VARIANTS)  # what from_variant accepts
 
 
@@ -87,6 +93,8 @@ class HyFDCASettings:
     counting as 0) or "consistent" (only samples whose holders are all present are drawn);
     ``holder_weights`` gives the mean's weights: "equal" (1/|C_i|, the paper) or
     "norm-share" (||x_i^k||^2 / q_i: the share of the row that holder k sees).
+    ``stall_fallback``: under partial participation, once the line search stalls
+    (``_round.stalls``) the run goes on with :meth:`after_stall` for good.
     """
 
     loss: str = "hinge"
@@ -108,6 +116,7 @@ class HyFDCASettings:
     step_cap: float = 1.0
     curvature_scaling: str = "none"
     holder_weights: str = "equal"
+    stall_fallback: bool = False
     # fields given explicitly to from_variant (kept when bind() re-resolves "auto")
     overridden: tuple = ()
     # filled in by bind(); read through lam_n and sigma_bound, which refuse unbound settings
@@ -118,9 +127,11 @@ class HyFDCASettings:
     def from_variant(cls, variant=DEFAULT_VARIANT, **overrides):
         """Settings of a named variant, with any field overridden (None = keep).
 
-        "auto" is "auto-full" under full participation, "scaled-line-search" under
-        participation "fraction" with fraction >= AUTO_SCALED_FRACTION (losses other than
-        logistic), and "auto-partial" otherwise; :meth:`bind` turns the
+        "auto" is "auto-full" under full participation; for losses other than logistic,
+        "scaled-line-search" under participation "fraction" with fraction >=
+        AUTO_SCALED_FRACTION and "capped-line-search" with fraction >=
+        AUTO_CAPPED_FRACTION or under cyclic participation with fraction >=
+        AUTO_CAPPED_CYCLIC (at most 3 subsets); "auto-partial" otherwise; :meth:`bind` turns the
         partial-participation presets into "auto-full" on horizontal data. A variant's
         default ``iic`` applies unless ``H`` or ``iic`` is given.
         """
@@ -177,6 +188,8 @@ class HyFDCASettings:
              "curvature_scaling='absent-share' scales the line search of a loss with a "
              "quadratic conjugate: it needs line_search=True and a loss other than "
              "logistic"),
+            (not self.stall_fallback or self.line_search,
+             "stall_fallback watches the line search: it needs line_search=True"),
         ]
         problems = [text for ok, text in checks if not ok]
         if problems:
@@ -199,6 +212,25 @@ class HyFDCASettings:
             counts = layout.holder_counts
             sigma = sum(float(np.max(1.0 / counts[ids])) for ids in layout.sample_ids)
         return replace(self, n_samples=layout.n_samples, sigma_value=float(sigma))
+
+    @property
+    def watches_stall(self):
+        """The line search may fall back (``stall_fallback``), which it does only under
+        partial participation: the fallback reaches the clients with the round's dual sync
+        (phase A), and with everyone present the line search sees the exact dual."""
+        return self.stall_fallback and self.participation != "full"
+
+    def after_stall(self):
+        """The settings of the rounds after the line search stalled: no line search and
+        g = 1, with auto-partial's local work (its iic and min_H, unless given). The step
+        keeps its fixed-point bits (``_round.step_bits``), so alpha's scale is unchanged."""
+        if not self.stall_fallback:
+            raise ValueError("after_stall: these settings have no stall_fallback")
+        fallback = _preset_values(FALLBACK_PRESET, self.lam)
+        values = {k: fallback[k] for k in FALLBACK_FIELDS
+                  if k not in self.overridden and not (k == "iic" and self.H)}
+        return replace(self, line_search=False, step_cap=1.0, curvature_scaling="none",
+                       **values)
 
     def _is_untouched_partial_preset(self):
         """True for from_variant("auto") under partial participation (preset untouched)."""
@@ -279,11 +311,15 @@ def _preset_values(name, lam):
 
 
 def _auto_preset(participation, fraction, loss):
-    """The preset behind variant "auto" (docs/algorithm.md section 4). The scaled line
-    search needs a quadratic conjugate: not for the logistic loss."""
+    """The preset behind variant "auto" (docs/algorithm.md section 4). The line-search
+    presets need a quadratic conjugate: not for the logistic loss."""
     if participation == "full":
         return "auto-full"
-    if (participation == "fraction" and fraction >= AUTO_SCALED_FRACTION
-            and loss != "logistic"):
+    if loss == "logistic":
+        return "auto-partial"
+    if participation == "fraction" and fraction >= AUTO_SCALED_FRACTION:
         return "scaled-line-search"
+    if ((participation == "fraction" and fraction >= AUTO_CAPPED_FRACTION)
+            or (participation == "cyclic" and fraction >= AUTO_CAPPED_CYCLIC)):
+        return "capped-line-search"
     return "auto-partial"

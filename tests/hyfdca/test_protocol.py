@@ -228,12 +228,12 @@ def test_settings_errors(kwargs, message):
 def test_auto_partial_is_auto_full_on_horizontal_data(small, name, overrides, line_search):
     fed = partitions(*small)[name]
     bound = HyFDCASettings.from_variant("auto", lam=LAM, participation="fraction",
-                                        fraction=0.5, **overrides).bind(fed)
+                                        fraction=0.3, **overrides).bind(fed)
     preset = HyFDCASettings.from_variant("auto", lam=LAM, **overrides).bind(fed)
     assert bound.line_search is line_search
     assert bound.iic == (1.0 if line_search else 0.03)
     assert bound.sigma == overrides.get("sigma", 1.0 if line_search else "safe")
-    assert (bound.participation, bound.fraction) == ("fraction", 0.5)
+    assert (bound.participation, bound.fraction) == ("fraction", 0.3)
     if line_search:  # the same numbers as full participation, participation aside
         assert bound.sigma_value == preset.sigma_value and bound.rho == preset.rho
 
@@ -243,16 +243,16 @@ def test_auto_partial_scales_its_local_work_with_lam(small):
     at a small lam is still recognised as untouched (switched to auto-full on horizontal
     data), and an explicit iic wins."""
     iic = {lam: HyFDCASettings.from_variant("auto", lam=lam, participation="fraction",
-                                            fraction=0.5).iic
+                                            fraction=0.3).iic
            for lam in (1e-1, 1e-4, 1e-5, 1e-6)}
     assert iic[1e-1] == iic[1e-4] == 0.03
     assert iic[1e-5] == pytest.approx(0.003) and iic[1e-6] == pytest.approx(0.0003)
     small_lam = HyFDCASettings.from_variant("auto", lam=1e-5, participation="fraction",
-                                            fraction=0.5)
+                                            fraction=0.3)
     assert small_lam.bind(partitions(*small)["horizontal"]).line_search
     assert not small_lam.bind(partitions(*small)["hybrid"]).line_search
     assert HyFDCASettings.from_variant("auto", lam=1e-5, participation="fraction",
-                                       fraction=0.5, iic=0.02).iic == 0.02
+                                       fraction=0.3, iic=0.02).iic == 0.02
 
 
 def test_the_capped_line_search_scales_its_local_work_with_lam():
@@ -272,9 +272,15 @@ def test_the_capped_line_search_scales_its_local_work_with_lam():
     ("full", 1.0, "hinge", "auto-full"),
     ("fraction", 0.9, "hinge", "scaled-line-search"),   # most clients present
     ("fraction", 0.75, "squared", "scaled-line-search"),
-    ("fraction", 0.5, "hinge", "auto-partial"),
-    ("cyclic", 0.9, "hinge", "auto-partial"),            # two subsets: half present
+    ("fraction", 0.5, "hinge", "capped-line-search"),   # half of the clients or more
+    ("fraction", 0.5, "squared", "capped-line-search"),
+    ("cyclic", 0.9, "hinge", "capped-line-search"),     # two subsets: half present
+    ("cyclic", 1 / 3, "hinge", "capped-line-search"),   # three subsets
+    ("cyclic", 0.3, "hinge", "auto-partial"),           # four subsets
+    ("fraction", 0.49, "hinge", "auto-partial"),
+    ("fraction", 0.1, "hinge", "auto-partial"),
     ("fraction", 0.9, "logistic", "auto-partial"),      # no quadratic conjugate
+    ("fraction", 0.5, "logistic", "auto-partial"),
 ])
 def test_auto_resolves_by_participation(participation, fraction, loss, preset):
     settings = HyFDCASettings.from_variant("auto", participation=participation,
@@ -282,7 +288,8 @@ def test_auto_resolves_by_participation(participation, fraction, loss, preset):
     expected = HyFDCASettings.from_variant(preset, participation=participation,
                                            fraction=fraction, loss=loss)
     assert settings.variant == "auto"
-    for field in ("sigma", "rho", "line_search", "iic", "min_H", "curvature_scaling"):
+    for field in ("sigma", "rho", "line_search", "iic", "min_H", "curvature_scaling",
+                  "step_cap", "stall_fallback"):
         assert getattr(settings, field) == getattr(expected, field), field
 
 
@@ -298,8 +305,10 @@ def test_auto_at_high_participation_is_auto_full_on_horizontal_data(small):
 
 @pytest.mark.parametrize("n_local, expected", [(5, 5), (300, 10), (5000, 150)])
 def test_auto_partial_takes_at_least_ten_steps(n_local, expected):
-    settings = HyFDCASettings.from_variant("auto", participation="fraction", fraction=0.5)
+    settings = HyFDCASettings.from_variant("auto", participation="fraction", fraction=0.3)
     assert settings.inner_steps(n_local) == expected        # max(min(10, n), 0.03 n)
+    capped = HyFDCASettings.from_variant("auto", participation="fraction", fraction=0.5)
+    assert capped.after_stall().inner_steps(n_local) == expected  # its fallback's rounds
     assert HyFDCASettings.from_variant("paper").inner_steps(n_local) == max(1, n_local // 100)
 
 

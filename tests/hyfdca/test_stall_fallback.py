@@ -1,0 +1,119 @@
+"""The capped line search's fallback (docs/algorithm.md section 5.4): once g = 0 in a
+quarter of the last 100 rounds the run goes on with auto-partial's rounds for good, in
+both engines alike, through a checkpoint, with no extra message."""
+
+import numpy as np
+import pytest
+
+from feddata import partition as P
+from hyfdca import BatchedHyFDCA, HyFDCASettings, run_hyfdca
+from hyfdca._round import (STALL_WINDOW, STALL_ZERO_STEPS, STEP_BITS, new_step_record, stalls,
+                           step_bits)
+
+LAM = 0.05
+ROUNDS = 450  # the stall comes at round 212-355 on these splits
+
+
+@pytest.fixture(scope="module")
+def small(cancer):
+    X, y = cancer
+    return X[:300], y[:300]
+
+
+def capped(participation="fraction", **overrides):
+    """The default at fraction 0.5 (iic 0.3 before the fallback, 0.03 and at least 10
+    steps after it: every client changes its number of draws)."""
+    return HyFDCASettings.from_variant("auto", lam=LAM, participation=participation,
+                                       fraction=0.5, **overrides)
+
+
+def test_after_stall_is_auto_partial_with_the_step_bits_kept():
+    settings = HyFDCASettings.from_variant("auto", lam=1e-5, participation="fraction",
+                                           fraction=0.5)
+    after = settings.after_stall()
+    partial = HyFDCASettings.from_variant("auto-partial", lam=1e-5)
+    assert (settings.line_search, settings.stall_fallback, settings.step_cap) == (True, True,
+                                                                                  0.3)
+    assert (after.line_search, after.step_cap, after.curvature_scaling) == (False, 1.0, "none")
+    assert (after.iic, after.min_H) == (partial.iic, partial.min_H)
+    for field in ("sigma", "rho", "holder_weights", "sampling", "draw", "aggregation"):
+        assert getattr(after, field) == getattr(partial, field), field
+    assert step_bits(after) == step_bits(settings) == STEP_BITS  # alpha keeps its scale
+    assert settings.after_stall(  # given local work is kept
+        ).iic != 0.2 and HyFDCASettings.from_variant(
+        "capped-line-search", iic=0.2).after_stall().iic == 0.2
+    assert capped(H=50).after_stall().H == 50
+    with pytest.raises(ValueError, match="no stall_fallback"):
+        HyFDCASettings.from_variant("scaled-line-search").after_stall()
+    with pytest.raises(ValueError, match="stall_fallback watches the line search"):
+        HyFDCASettings.from_variant("auto-partial", stall_fallback=True)
+
+
+def test_a_stall_is_a_quarter_of_zero_steps_in_the_window():
+    settings = capped()
+    record, one = new_step_record(), 1 << STEP_BITS
+    for _ in range(STALL_ZERO_STEPS - 1):
+        assert not stalls(settings, record, 0)
+    for _ in range(STALL_WINDOW - STALL_ZERO_STEPS):
+        assert not stalls(settings, record, one)
+    assert stalls(settings, record, 0)  # the 25th zero while the first is in the window
+    record = new_step_record()
+    for _ in range(STALL_ZERO_STEPS - 1):
+        stalls(settings, record, 0)
+    for _ in range(STALL_WINDOW - STALL_ZERO_STEPS + 2):
+        stalls(settings, record, one)
+    assert not stalls(settings, record, 0)  # the first zero has left the window
+    # under full participation the line search sees the exact dual: no fallback
+    full = HyFDCASettings.from_variant("capped-line-search", lam=LAM)
+    record = new_step_record()
+    assert not any(stalls(full, record, 0) for _ in range(STALL_WINDOW))
+    assert not record.any()
+
+
+@pytest.mark.parametrize("name, participation", [("hybrid", "fraction"),
+                                                 ("vertical", "cyclic")])
+def test_both_engines_fall_back_at_the_same_round_with_the_same_bits(small, name,
+                                                                     participation):
+    X, y = small
+    fed = P.hybrid_grid(X, y, 3, 3) if name == "hybrid" else P.vertical(X, y, 3)
+    settings = capped(participation)
+    runs = {}
+    for engine in ("batched", "protocol"):
+        run, history = run_hyfdca(fed, settings, max_rounds=ROUNDS, eval_every=50, seed=0,
+                                  engine=engine)
+        server = run if engine == "batched" else run.server
+        runs[engine] = (server.stalled, [r["step"] for r in history.rounds], run.model)
+    assert runs["batched"][0] and runs["protocol"][0]
+    assert runs["batched"][1] == runs["protocol"][1]
+    np.testing.assert_array_equal(runs["batched"][2], runs["protocol"][2])
+    steps = np.array(runs["protocol"][1])
+    stall = int(np.flatnonzero(  # the first round whose window holds a quarter of zeros
+        np.convolve(steps == 0, np.ones(STALL_WINDOW), "full")[:steps.size]
+        >= STALL_ZERO_STEPS)[0])
+    assert 0 < stall < ROUNDS - 20
+    assert np.all(steps[stall + 1:] == 1.0)  # the fallback's full steps from then on
+    assert np.any((steps[:stall] > 0) & (steps[:stall] < 1))  # the capped line search before
+
+
+def test_the_fallback_survives_a_checkpoint(small, tmp_path):
+    """Resumed after the fallback (the draws' sizes are the fallback's), both engines give
+    the uninterrupted bits; the message engine's clients learn the fallback from the
+    server's round start."""
+    fed = P.hybrid_grid(*small, 3, 3)
+    settings = capped()
+    for engine in ("batched", "protocol"):
+        folder = tmp_path / engine
+        whole, _ = run_hyfdca(fed, settings, max_rounds=ROUNDS, eval_every=50, seed=0,
+                              engine=engine)
+        run_hyfdca(fed, settings, max_rounds=ROUNDS - 50, eval_every=50, seed=0,
+                   engine=engine, checkpoint=folder)
+        resumed, _ = run_hyfdca(fed, settings, max_rounds=ROUNDS, eval_every=50, seed=0,
+                                engine=engine, checkpoint=folder, resume=True)
+        np.testing.assert_array_equal(resumed.model, whole.model)
+        server, whole_server = ((resumed, whole) if engine == "batched"
+                                else (resumed.server, whole.server))
+        np.testing.assert_array_equal(server.w, whole_server.w)
+        if engine == "protocol":
+            assert resumed.server.stalled and all(c.stalled for c in resumed.clients)
+        else:  # the fallback's draws per round (max(10, 0.03 |I_k|)), not capped's 0.3 |I_k|
+            assert resumed.draws.H[0] == 10 < BatchedHyFDCA(fed, settings).draws.H[0] == 30
