@@ -35,7 +35,7 @@ from solvers import coordinate_step
 
 STEP_BITS = 16  # a line-search step g is applied as the integer m = g 2^STEP_BITS
 # the line search has stalled once STALL_ZERO_STEPS of the last STALL_WINDOW steps were 0
-STALL_WINDOW, STALL_ZERO_STEPS = 100, 25
+STALL_WINDOW, STALL_ZERO_STEPS = 100, 50
 
 
 # --- the phases -----------------------------------------------------------------------
@@ -318,10 +318,10 @@ def new_step_record():
 def stalls(settings, zero_steps, m):
     """Record the round's step m in ``zero_steps`` (the last STALL_WINDOW, oldest first);
     True when the line search of settings that watch for it (``watches_stall``) has
-    stalled: g = 0 in at least STALL_ZERO_STEPS of them. Near the optimum the stale part
-    of the line search's linear term outweighs the true gain, which shrinks
-    quadratically, and g = 0 wastes the round (docs/algorithm.md section 5.4); the
-    engines then switch to ``settings.after_stall()`` for good."""
+    stalled: g = 0 in at least STALL_ZERO_STEPS of them (half). Near the optimum the
+    stale part of the line search's linear term outweighs the true gain, which shrinks
+    quadratically, and g = 0 wastes the round (docs/algorithm.md section 6, the sixth
+    round); the engines then switch to ``settings.after_stall()`` for good."""
     if not settings.watches_stall:
         return False
     zero_steps[:-1] = zero_steps[1:]
