@@ -35,10 +35,11 @@ VARIANTS = {
     # When every round's update is fully known to the server (full participation, or
     # horizontal data where each sample has one holder, so absent clients' state is never
     # stale): rho + line search + a full local pass, each round an exact ascent step.
-    # Otherwise, where the line search overshoots on stale state: the safe curvature with
-    # rho and short rounds (iic 0.03 at lam >= 1e-4, less below: AUTO_PARTIAL_IIC), but at
-    # least 10 steps, so that small clients do not spend a round on one or two.
-    # All three auto presets weight each holder's update by its share of the row's norm
+    # Otherwise, where the line search overshoots on stale state (fewer than half of the
+    # clients present): the safe curvature with rho and short rounds (iic 0.03 at
+    # lam >= 1e-4, less below: AUTO_PARTIAL_IIC), but at least 10 steps, so that small
+    # clients do not spend a round on one or two.
+    # All the auto presets weight each holder's update by its share of the row's norm
     # (holder_weights="norm-share", docs/algorithm.md section 5.3).
     "auto-full": dict(sigma=1.0, rho="norm", line_search=True, sampling="shared",
                       draw="permuted", aggregation="mean", iic=1.0,
@@ -72,8 +73,8 @@ FALLBACK_PRESET, FALLBACK_FIELDS = "auto-partial", ("iic", "min_H")
 HOLDER_WEIGHTS = ("equal", "norm-share")  # _round.aggregation_weights
 DEFAULT_VARIANT = "auto"
 AUTO_SCALED_FRACTION = 0.75  # "auto" under participation "fraction" >= this: scaled line search
-AUTO_CAPPED_FRACTION = 0.5  # ... >= this (or cyclic with >= this share): capped line search
-AUTO_CAPPED_CYCLIC = 1.0 / 3.0
+AUTO_CAPPED_FRACTION = 0.5  # ... >= this: the capped line search
+AUTO_CAPPED_CYCLIC = 1.0 / 3.0  # ... and under cyclic participation with >= this fraction
 VARIANT_NAMES = (DEFAULT_VARIANT, *VARIANTS)  # what from_variant accepts
 
 
