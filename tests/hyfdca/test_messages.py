@@ -36,6 +36,7 @@ def _examples(keys):
         sync,
         refresh,
         msg.RoundStart(7, sync, rng.random(10) < 0.5),
+        msg.RoundStart(8, sync, rng.random(10) < 0.5, True),
         msg.PrimalContribution(w, pos, refresh),
         msg.PrimalContribution(w, pos),
         msg.Resync(sync),
