@@ -9,6 +9,11 @@ import numpy as np
 KINDS = ("full", "fraction", "cyclic")
 
 
+def cyclic_subsets(fraction):
+    """How many subsets take turns under cyclic participation at ``fraction``: ceil(1/f)."""
+    return max(1, int(np.ceil(1.0 / fraction)))
+
+
 class Participation:
     """Available clients per round.
 
@@ -26,7 +31,7 @@ class Participation:
         self.rng = np.random.default_rng([int(seed), 0])
         self.cycles = None
         if kind == "cyclic":
-            n_subsets = max(1, int(np.ceil(1.0 / fraction)))
+            n_subsets = cyclic_subsets(fraction)
             self.cycles = [np.sort(s) for s in
                            np.array_split(self.rng.permutation(n_clients), n_subsets)]
 

@@ -267,18 +267,17 @@ class BatchedHyFDCA:
         if not path.is_file():
             raise CheckpointError(f"checkpoint file {path} is missing")
         with np.load(path, allow_pickle=False) as saved:
-            if "counters" in saved.files and json.loads(str(saved["counters"])).get("stalled"):
-                run._fall_back()  # the draws' sizes of after_stall()
-            targets = run._state_by_name()
-            missing = sorted(set(targets) - set(saved.files))
+            missing = sorted((set(run._state_by_name()) | {"counters"}) - set(saved.files))
             if missing:
                 raise CheckpointError(f"{path} lacks the arrays {missing}")
-            for key, target in targets.items():
+            counters = json.loads(str(saved["counters"]))
+            if counters.get("stalled"):
+                run._fall_back()  # the draws' sizes of after_stall()
+            for key, target in run._state_by_name().items():
                 if saved[key].shape != target.shape:
                     raise CheckpointError(f"{path}: {key} has shape {saved[key].shape}, "
                                           f"this run's {target.shape}")
                 target[...] = saved[key]
-            counters = json.loads(str(saved["counters"]))
         run.version, run.token, run.round = (counters["version"], counters["token"],
                                              counters["round"])
         run.have_point = counters["have_point"]
@@ -307,8 +306,8 @@ class BatchedHyFDCA:
 
     @property
     def round_settings(self):
-        """The settings the rounds run now: after_stall() once the line search stalled."""
-        return self.settings.after_stall() if self.stalled else self.settings
+        """The settings the rounds run now (after_stall() once the line search stalled)."""
+        return self.settings.for_round(self.stalled)
 
     def _draw_sizes(self, settings):
         """(H_k per client, the offsets of their draws, room for the draws)."""

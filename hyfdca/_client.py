@@ -106,8 +106,8 @@ class Client:
 
     @property
     def round_settings(self):
-        """The settings the rounds run now: after_stall() once the server said so."""
-        return self.settings.after_stall() if self.stalled else self.settings
+        """The settings the rounds run now (after_stall() once the server said so)."""
+        return self.settings.for_round(self.stalled)
 
     def handle(self, message):
         """The reply to one message of the server (the transport's entry point)."""

@@ -56,8 +56,8 @@ class Server:
 
     @property
     def round_settings(self):
-        """The settings the rounds run now: after_stall() once the line search stalled."""
-        return self.settings.after_stall() if self.stalled else self.settings
+        """The settings the rounds run now (after_stall() once the line search stalled)."""
+        return self.settings.for_round(self.stalled)
 
     # --- set-up ---------------------------------------------------------------------------
 

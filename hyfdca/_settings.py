@@ -5,6 +5,7 @@ from dataclasses import dataclass, fields, replace
 import numpy as np
 
 from feddata import PARTICIPATION_KINDS as PARTICIPATION
+from feddata.participation import cyclic_subsets
 from solvers import CLASSIFICATION_LOSSES, LOSS_CODES, loss_code
 
 # auto-partial's iic at lam >= AUTO_PARTIAL_LAM; below, iic = AUTO_PARTIAL_IIC lam /
@@ -74,7 +75,7 @@ HOLDER_WEIGHTS = ("equal", "norm-share")  # _round.aggregation_weights
 DEFAULT_VARIANT = "auto"
 AUTO_SCALED_FRACTION = 0.75  # "auto" under participation "fraction" >= this: scaled line search
 AUTO_CAPPED_FRACTION = 0.5  # ... >= this: the capped line search
-AUTO_CAPPED_CYCLIC = 1.0 / 3.0  # ... and under cyclic participation with >= this fraction
+AUTO_CAPPED_CYCLE = 3  # ... and cyclic participation in at most this many subsets
 VARIANT_NAMES = (DEFAULT_VARIANT, *VARIANTS)  # what from_variant accepts
 
 
@@ -131,10 +132,10 @@ class HyFDCASettings:
         "auto" is "auto-full" under full participation; for losses other than logistic,
         "scaled-line-search" under participation "fraction" with fraction >=
         AUTO_SCALED_FRACTION and "capped-line-search" with fraction >=
-        AUTO_CAPPED_FRACTION or under cyclic participation with fraction >=
-        AUTO_CAPPED_CYCLIC (at most 3 subsets); "auto-partial" otherwise; :meth:`bind` turns the
-        partial-participation presets into "auto-full" on horizontal data. A variant's
-        default ``iic`` applies unless ``H`` or ``iic`` is given.
+        AUTO_CAPPED_FRACTION or under cyclic participation in at most AUTO_CAPPED_CYCLE
+        subsets; "auto-partial" otherwise; :meth:`bind` turns the partial-participation
+        presets into "auto-full" on horizontal data. A variant's default ``iic`` applies
+        unless ``H`` or ``iic`` is given.
         """
         overrides = {k: v for k, v in overrides.items() if v is not None}
         name = variant
@@ -220,6 +221,10 @@ class HyFDCASettings:
         partial participation: the fallback reaches the clients with the round's dual sync
         (phase A), and with everyone present the line search sees the exact dual."""
         return self.stall_fallback and self.participation != "full"
+
+    def for_round(self, stalled):
+        """The settings a round runs: :meth:`after_stall` once the line search stalled."""
+        return self.after_stall() if stalled else self
 
     def after_stall(self):
         """The settings of the rounds after the line search stalled: no line search and
@@ -321,6 +326,6 @@ def _auto_preset(participation, fraction, loss):
     if participation == "fraction" and fraction >= AUTO_SCALED_FRACTION:
         return "scaled-line-search"
     if ((participation == "fraction" and fraction >= AUTO_CAPPED_FRACTION)
-            or (participation == "cyclic" and fraction >= AUTO_CAPPED_CYCLIC)):
+            or (participation == "cyclic" and cyclic_subsets(fraction) <= AUTO_CAPPED_CYCLE)):
         return "capped-line-search"
     return "auto-partial"
