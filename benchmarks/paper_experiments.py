@@ -10,7 +10,9 @@ the tuning and verdict tables.
     python benchmarks/paper_experiments.py --datasets a9a --output benchmarks/results/a9a
 
 This is ``hyfdca experiment`` with the results written under ``benchmarks/results/``
-by default. The last line is ``headline: hyfdca_wins_iter=<a>/<n> hyfdca_wins_time=<b>/<n>``.
+by default. The last line is ``headline: hyfdca_wins_iter=<a>/<n> hyfdca_wins_time=<b>/<n>
+hyfdca_default_wins_iter=<c>/<n>`` (c: by outer iterations with HyFDCA at its defaults
+instead of the searched parameters).
 """
 
 import sys

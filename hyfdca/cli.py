@@ -231,7 +231,7 @@ def cmd_experiment(args):
     if unknown:
         raise SystemExit(f"unknown method(s) {unknown}; known: {list(experiments.ALL_METHODS)}")
     try:
-        _, wins_iter, wins_time, total = experiments.run_suite(
+        _, wins_iter, wins_time, total, wins_defaults = experiments.run_suite(
             config, args.output, methods=methods, costs=costs, latency=args.latency,
             seed=args.seed, engine=args.engine, deterministic=args.deterministic,
             n_jobs=args.jobs, scheduler=args.scheduler)
@@ -246,7 +246,8 @@ def cmd_experiment(args):
         return 143 if terminated else 130
     print((open(f"{args.output}/verdict.md").read()))
     print(f"figures and tables in {args.output}/")
-    print(f"headline: hyfdca_wins_iter={wins_iter}/{total} hyfdca_wins_time={wins_time}/{total}")
+    print(f"headline: hyfdca_wins_iter={wins_iter}/{total} hyfdca_wins_time={wins_time}/{total}"
+          f" hyfdca_default_wins_iter={wins_defaults}/{total}")
     return 0
 
 

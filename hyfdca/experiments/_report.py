@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from hyfdca.experiments._compare import final_values, winners
+from hyfdca.experiments._compare import final_values, winners, with_hyfdca_defaults
 from hyfdca.experiments._metrics import evaluated, moving_average, smoothing_window
 
 COLORS = {"HyFDCA": "#C44E52", "FedAvg": "#4C72B0", "HyFEM": "#55A868", "D3CA": "#8172B2",
@@ -13,7 +13,8 @@ def plot_grid(comparisons, paths, *, axis="iteration", smooth=0.01, columns=3):
     """One panel pair per comparison, ``columns`` pairs per row (the paper's grid: one row
     per partition, one column per fraction): relative loss (log) above validation
     accuracy (%), against relative outer iteration (%) or simulated wall time (s); one line
-    per method, smoothed by a trailing moving average over ``smooth`` of the points."""
+    per method, smoothed by a trailing moving average over ``smooth`` of the points; by
+    iterations, HyFDCA at its defaults dashed where the search chose otherwise."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -28,7 +29,10 @@ def plot_grid(comparisons, paths, *, axis="iteration", smooth=0.01, columns=3):
         top, col = 2 * (index // cols), index % cols
         loss_ax, acc_ax = axes[top, col], axes[top + 1, col]
         runs = comp.by_iteration if axis == "iteration" else comp.by_time
-        for method, history in runs.items():
+        lines = [(method, history, method) for method, history in runs.items()]
+        if axis == "iteration" and comp.hyfdca_defaults is not None:
+            lines.append(("HyFDCA", comp.hyfdca_defaults, "HyFDCA (defaults)"))
+        for method, history, label in lines:
             rounds, rel = evaluated(history, "relative_loss")
             _, acc = evaluated(history, "validation_accuracy")
             if axis == "iteration":
@@ -36,7 +40,8 @@ def plot_grid(comparisons, paths, *, axis="iteration", smooth=0.01, columns=3):
             else:
                 x = history.simulated_time(comp.latency)[rounds]
             window = smoothing_window(rel.size, smooth)
-            style = dict(color=COLORS.get(method), label=method)
+            style = dict(color=COLORS.get(method), label=label,
+                         linestyle="--" if label != method else "-")
             keep = rel > 0
             loss_ax.semilogy(x[keep], moving_average(rel, window)[keep], **style)
             acc_ax.plot(x, 100 * moving_average(acc, window), **style)
@@ -96,26 +101,38 @@ def plot_time_breakdown(comparisons, paths):
 
 def verdict_table(comparisons, reference=("36/36", "33/36")):
     """Markdown: per comparison the method with the lowest relative loss and the highest
-    accuracy, by iterations and by time; then HyFDCA's totals (two comparisons per row and
-    mode: loss and accuracy) beside the paper's."""
+    accuracy, by iterations and by time; HyFDCA's final values tuned and at its defaults;
+    then HyFDCA's totals (two comparisons per row and mode: loss and accuracy) beside the
+    paper's, and by iterations with HyFDCA at its defaults. Returns (table, wins by
+    iterations, wins by time, total, wins by iterations at the defaults)."""
     lines = ["| setting | lowest loss (iter.) | highest acc. (iter.) | lowest loss (time) | "
-             "highest acc. (time) | HyFDCA final rel. loss / acc. (iter.) |",
-             "|---|---|---|---|---|---|"]
-    wins_iter = wins_time = total = 0
+             "highest acc. (time) | HyFDCA final rel. loss / acc. (iter.) | at its defaults "
+             "(iter.) |",
+             "|---|---|---|---|---|---|---|"]
+    wins_iter = wins_time = wins_defaults = total = 0
     for comp in comparisons:
         it = winners(comp.by_iteration) if comp.by_iteration else ("-", "-")
         tm = winners(comp.by_time) if comp.by_time else ("-", "-")
+        at_defaults = with_hyfdca_defaults(comp)
+        df = winners(at_defaults) if at_defaults else ("-", "-")
         hy = comp.by_iteration.get("HyFDCA")
         own = "diverged" if hy is None else "{:.3g} / {:.3f}".format(*final_values(hy))
-        lines.append(f"| {comp.name} | {it[0]} | {it[1]} | {tm[0]} | {tm[1]} | {own} |")
+        if hy is None or comp.hyfdca_defaults is None:
+            defaults = "= tuned" if hy is not None else "-"
+        else:
+            defaults = "{:.3g} / {:.3f}".format(*final_values(comp.hyfdca_defaults))
+        lines.append(f"| {comp.name} | {it[0]} | {it[1]} | {tm[0]} | {tm[1]} | {own} | "
+                     f"{defaults} |")
         wins_iter += sum(w == "HyFDCA" for w in it)
         wins_time += sum(w == "HyFDCA" for w in tm)
+        wins_defaults += sum(w == "HyFDCA" for w in df)
         total += 2
     lines.append("")
     lines.append(f"HyFDCA wins {wins_iter}/{total} comparisons by outer iterations (paper: "
                  f"{reference[0]}) and {wins_time}/{total} by wall time (paper: "
-                 f"{reference[1]}).")
-    return "\n".join(lines), wins_iter, wins_time, total
+                 f"{reference[1]}); at its defaults instead of the searched parameters, "
+                 f"{wins_defaults}/{total} by outer iterations.")
+    return "\n".join(lines), wins_iter, wins_time, total, wins_defaults
 
 
 def tuning_table(comparisons):
@@ -129,10 +146,14 @@ def tuning_table(comparisons):
 
 
 def summary_rows(comparisons):
-    """Plain rows for JSON export: setting, mode, method, final relative loss, accuracy."""
+    """Plain rows for JSON export: setting, mode, method, final relative loss, accuracy
+    (HyFDCA at its defaults as method "HyFDCA (defaults)", by iterations, where run)."""
     rows = []
     for comp in comparisons:
-        for mode, runs in (("iteration", comp.by_iteration), ("time", comp.by_time)):
+        modes = [("iteration", comp.by_iteration), ("time", comp.by_time)]
+        if comp.hyfdca_defaults is not None:
+            modes.append(("iteration", {"HyFDCA (defaults)": comp.hyfdca_defaults}))
+        for mode, runs in modes:
             for method, history in runs.items():
                 rel, acc = final_values(history)
                 rows.append(dict(setting=comp.name, mode=mode, method=method, rounds=len(

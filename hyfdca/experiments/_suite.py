@@ -125,7 +125,8 @@ def _load_saved(path, fingerprint):
 def run_suite(config, output, *, methods=METHODS, costs=None, latency=0.2575, seed=0,
               engine="batched", deterministic=False, n_jobs=1, scheduler=None, log=_log):
     """Run every comparison of ``config`` (QUICK, FULL or alike); write figures, tables and
-    JSON under ``output``; return (comparisons, wins_iter, wins_time, total). HyFDCA runs
+    JSON under ``output``; return (comparisons, wins_iter, wins_time, total,
+    wins_iter at HyFDCA's defaults). HyFDCA runs
     on ``engine`` ("batched" or "protocol": same iterates and operation counts).
     ``deterministic``: compute time from operation counts (``_methods.charge_compute``)
     and no real-time budget for the search, so the results are the same bits on every
@@ -190,8 +191,8 @@ def run_suite(config, output, *, methods=METHODS, costs=None, latency=0.2575, se
         for axis, stem in (("iteration", "iterations"), ("time", "time")):
             plot_grid(per_dataset, _formats(out / f"{name}_{stem}"), axis=axis, **grid)
         plot_time_breakdown(per_dataset, _formats(out / f"{name}_time_breakdown"))
-    table, wins_iter, wins_time, total = verdict_table(comparisons)
+    table, wins_iter, wins_time, total, wins_defaults = verdict_table(comparisons)
     (out / "verdict.md").write_text(table + "\n")
     (out / "tuning.md").write_text(tuning_table(comparisons) + "\n")
     (out / "results.json").write_text(json.dumps(summary_rows(comparisons), indent=1))
-    return comparisons, wins_iter, wins_time, total
+    return comparisons, wins_iter, wins_time, total, wins_defaults

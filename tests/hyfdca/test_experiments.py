@@ -255,12 +255,14 @@ def test_the_suite_runs_end_to_end(tmp_path, capsys):
     assert {"verdict.md", "tuning.md", "results.json", "breast_cancer_iterations.png",
             "breast_cancer_time.pdf", "breast_cancer_time_breakdown.png"} <= files
     rows = json.loads((out / "results.json").read_text())
-    assert {r["method"] for r in rows} == {"HyFDCA", "FedAvg", "HyFEM"}
+    assert {r["method"] for r in rows} - {"HyFDCA (defaults)"} == {"HyFDCA", "FedAvg",
+                                                                      "HyFEM"}
     assert all(r["rounds"] == 6 for r in rows if r["mode"] == "iteration")
     printed = capsys.readouterr().out
     assert "encryption: none of these runs encrypts; no encryption cost is charged" in printed
     last = printed.strip().splitlines()[-1]
     assert last.startswith("headline: hyfdca_wins_iter=") and last.endswith("/8")
+    assert " hyfdca_default_wins_iter=" in last
 
 
 def test_methods_that_cannot_run_a_setting_are_left_out(problem):
@@ -307,3 +309,25 @@ def test_the_sgd_search_spaces_reach_the_step_theory_recommends():
         scaled = np.array([d["a"] * (1e-4 + d.get("mu", 0.0)) for d in draws])
         assert scaled.max() >= 0.5 and np.quantile(scaled, 0.25) <= 1e-2
         assert all(d["a"] * (1e-4 + d.get("mu", 0.0)) / d["b"] < 1 for d in draws)
+
+
+def test_hyfdca_also_runs_at_its_defaults_where_the_search_chose_otherwise(problem):
+    """The verdict can show HyFDCA as the search left it and as a user gets it."""
+    only_defaults = E.compare("c", problem, ["HyFDCA"], rounds=6, tune_rounds=4,
+                              max_candidates=1, eval_every=2)
+    assert only_defaults.tunings["HyFDCA"].params == {}
+    assert only_defaults.hyfdca_defaults is None
+    searched = next(c for c in (E.compare("c", problem, ["HyFDCA", "FedAvg"], rounds=6,
+                                          tune_rounds=4, max_candidates=n, eval_every=2)
+                                for n in (3, 6, 12))
+                    if c.tunings["HyFDCA"].params != {})
+    direct = E.run_method("HyFDCA", problem, {}, rounds=6, eval_every=2)
+    assert searched.hyfdca_defaults.evaluations == direct.evaluations
+    assert searched.by_iteration["HyFDCA"].evaluations != direct.evaluations
+    table, *_, wins_defaults = E.verdict_table([searched])
+    finals = "{:.3g} / {:.3f}".format(*E.final_values(direct))
+    assert table.splitlines()[2].endswith(f"| {finals} |")
+    runs = E.with_hyfdca_defaults(searched)
+    assert runs["HyFDCA"] is searched.hyfdca_defaults and runs["FedAvg"] is \
+        searched.by_iteration["FedAvg"]
+    assert wins_defaults == sum(w == "HyFDCA" for w in E.winners(runs))
