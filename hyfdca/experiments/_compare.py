@@ -65,11 +65,10 @@ def compare(name, problem, methods, *, rounds, tune_rounds, max_candidates=8,
                                                          rounds=n, eval_every=eval_every,
                                                          costs=costs)
             by_time[m] = truncate_by_time(run, budget, latency)
-    defaults = None
-    if "HyFDCA" in viable and viable["HyFDCA"].params != default_params("HyFDCA", problem.lam):
-        defaults = run_method("HyFDCA", problem, default_params("HyFDCA", problem.lam),
-                              rounds=rounds, eval_every=eval_every, costs=costs)
-    return Comparison(name, tunings, by_iteration, by_time, latency, defaults)
+    defaults, chosen = default_params("HyFDCA", problem.lam), viable.get("HyFDCA")
+    at_defaults = None if chosen is None or chosen.params == defaults else run_method(
+        "HyFDCA", problem, defaults, rounds=rounds, eval_every=eval_every, costs=costs)
+    return Comparison(name, tunings, by_iteration, by_time, latency, at_defaults)
 
 
 def with_hyfdca_defaults(comparison):

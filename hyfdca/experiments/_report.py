@@ -29,10 +29,10 @@ def plot_grid(comparisons, paths, *, axis="iteration", smooth=0.01, columns=3):
         top, col = 2 * (index // cols), index % cols
         loss_ax, acc_ax = axes[top, col], axes[top + 1, col]
         runs = comp.by_iteration if axis == "iteration" else comp.by_time
-        lines = [(method, history, method) for method, history in runs.items()]
+        lines = [(method, history, method, "-") for method, history in runs.items()]
         if axis == "iteration" and comp.hyfdca_defaults is not None:
-            lines.append(("HyFDCA", comp.hyfdca_defaults, "HyFDCA (defaults)"))
-        for method, history, label in lines:
+            lines.append(("HyFDCA", comp.hyfdca_defaults, "HyFDCA (defaults)", "--"))
+        for method, history, label, linestyle in lines:
             rounds, rel = evaluated(history, "relative_loss")
             _, acc = evaluated(history, "validation_accuracy")
             if axis == "iteration":
@@ -40,8 +40,7 @@ def plot_grid(comparisons, paths, *, axis="iteration", smooth=0.01, columns=3):
             else:
                 x = history.simulated_time(comp.latency)[rounds]
             window = smoothing_window(rel.size, smooth)
-            style = dict(color=COLORS.get(method), label=label,
-                         linestyle="--" if label != method else "-")
+            style = dict(color=COLORS.get(method), label=label, linestyle=linestyle)
             keep = rel > 0
             loss_ax.semilogy(x[keep], moving_average(rel, window)[keep], **style)
             acc_ax.plot(x, 100 * moving_average(acc, window), **style)
@@ -117,8 +116,10 @@ def verdict_table(comparisons, reference=("36/36", "33/36")):
         df = winners(at_defaults) if at_defaults else ("-", "-")
         hy = comp.by_iteration.get("HyFDCA")
         own = "diverged" if hy is None else "{:.3g} / {:.3f}".format(*final_values(hy))
-        if hy is None or comp.hyfdca_defaults is None:
-            defaults = "= tuned" if hy is not None else "-"
+        if hy is None:
+            defaults = "-"
+        elif comp.hyfdca_defaults is None:
+            defaults = "= tuned"
         else:
             defaults = "{:.3g} / {:.3f}".format(*final_values(comp.hyfdca_defaults))
         lines.append(f"| {comp.name} | {it[0]} | {it[1]} | {tm[0]} | {tm[1]} | {own} | "
