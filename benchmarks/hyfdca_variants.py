@@ -94,6 +94,9 @@ QUICK = dict(FULL, datasets=("a9a",), partitions=("3x3",))
 _STATE = {}  # filled before the workers fork: (dataset, partition) -> FederatedDataset
 
 
+INTEGER_FIELDS = ("H", "min_H", "draw_block")  # --set parses these as integers
+
+
 def log(message):
     print(message, flush=True)
 
@@ -281,7 +284,8 @@ def main(argv=None):
     for item in args.set:
         field, _, value = item.partition("=")
         try:
-            cfg["overrides"][field] = float(value) if field != "H" else int(value)
+            cfg["overrides"][field] = (int(value) if field in INTEGER_FIELDS
+                                       else float(value))
         except ValueError:
             cfg["overrides"][field] = value
     unknown = sorted(set(cfg["datasets"]) - set(DATASETS)) + \

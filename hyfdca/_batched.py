@@ -41,7 +41,8 @@ from hyfdca._batched_layout import (Blocks, Draws, Duals, Params, RoundArrays, S
 from hyfdca._certificate import (POINT_STEPS, Certificate, checked_certificate,
                                   choose_point, larger_l1, next_point_margins)
 from hyfdca._checkpoint import CheckpointError
-from hyfdca._draws import stream_key
+from hyfdca._draws import sample_units, stream_key
+from hyfdca._packing import draw_units
 from hyfdca._encoding_range import check_encoding_range
 from hyfdca._round import (aggregation_weights, choose_step, correction_factors,
                            draws_all_samples, eligible_samples, is_full_step,
@@ -185,12 +186,16 @@ class BatchedHyFDCA:
         T = numba.config.NUMBA_NUM_THREADS
         max_rows, max_cols = int(n_rows.max()), int(n_cols.max())
         streams = sampling_streams([b.sample_ids for b in dataset.blocks], s.sampling, self.seed)
-        H, draw_off, drawn = self._draw_sizes(s)
+        H, draw_off, drawn, picks = self._draw_sizes(s)
+        units = draw_units([b.sample_ids for b in dataset.blocks], N, s.draw_block)
+        if units is None:
+            units = [sample_units(int(n)) for n in n_rows]
         self.draws = Draws(
             stream_keys=np.array([stream_key(t) for t in streams], dtype=np.uint64), H=H,
             draw_off=draw_off, drawn=drawn,
             drawn_cnt=np.zeros(K, dtype=np.int64), eligible=np.ones(N, dtype=bool),
-            cand=np.zeros((T, max_rows), dtype=np.int64),
+            units=np.concatenate(units), unit_off=_offsets([u.shape[0] for u in units]),
+            cand=np.zeros((T, max_rows), dtype=np.int64), picks=picks,
             perm=np.tile(np.arange(max_rows, dtype=np.int64), (T, 1)))  # the identity
         self.duals = Duals(enc_alpha=np.zeros(N, dtype=np.int64),
                            changed_at=np.zeros(N, dtype=np.int64),
@@ -310,18 +315,21 @@ class BatchedHyFDCA:
         return self.settings.for_round(self.stalled)
 
     def _draw_sizes(self, settings):
-        """(H_k per client, the offsets of their draws, room for the draws)."""
+        """(H_k per client, the offsets of their draws, room for the draws, room for each
+        thread's drawn units)."""
         n_rows = np.diff(self.blocks.row_off)
         H = np.array([settings.inner_steps(int(n)) for n in n_rows], dtype=np.int64)
         draw_off = _offsets(H)
-        return H, draw_off, np.zeros(int(draw_off[-1]), dtype=np.int64)
+        picks = np.zeros((numba.config.NUMBA_NUM_THREADS, int(H.max(initial=0))),
+                         dtype=np.int64)
+        return H, draw_off, np.zeros(int(draw_off[-1]), dtype=np.int64), picks
 
     def _fall_back(self):
         """The line search stalled: the next rounds run settings.after_stall(), with its
         number of draws (drawn anew in the next round's phase A)."""
         self.stalled = True
-        H, draw_off, drawn = self._draw_sizes(self.round_settings)
-        self.draws = self.draws._replace(H=H, draw_off=draw_off, drawn=drawn)
+        H, draw_off, drawn, picks = self._draw_sizes(self.round_settings)
+        self.draws = self.draws._replace(H=H, draw_off=draw_off, drawn=drawn, picks=picks)
 
     def _check(self, what):
         err = self.arrays.err

@@ -24,7 +24,7 @@ import numpy as np
 from numba import njit, prange
 
 from hyfdca._certificate import segment_objective_sums
-from hyfdca._draws import draw_into
+from hyfdca._draws import draw_units_into
 from hyfdca._pairwise_sum import pairwise_sum
 from hyfdca._primal_change import add_row
 from hyfdca._round import line_search_terms, local_step
@@ -77,27 +77,25 @@ def _primal(k, data, indices, indptr, row_off, feat_off, alpha, lam_n, out, base
 
 @njit(cache=True, inline="always")
 def _draw(k, round_, row_off, hold_sample, eligible, use_eligible, stream_keys, H, permuted,
-          draw_off, drawn, drawn_cnt, cand, scratch):
-    """Client k's draws of round ``round_`` among its eligible samples (local positions)."""
+          draw_off, drawn, drawn_cnt, units, unit_off, cand, picks, scratch):
+    """Client k's draws of round ``round_`` among its units whose samples are eligible
+    (local positions; a unit's samples share their holders, its first speaks for it)."""
     r0 = row_off[k]
     d0 = draw_off[k]
+    mine = units[unit_off[k]:unit_off[k + 1]]
     out = drawn[d0:d0 + H[k]]
-    if not use_eligible:  # every sample is a candidate
-        n = row_off[k + 1] - r0
-        draw_into(stream_keys[k], round_, n, H[k], permuted, out, scratch)
-        drawn_cnt[k] = H[k]
-        return
-    n = 0
-    for p in range(row_off[k + 1] - r0):
-        if eligible[hold_sample[r0 + p]]:
-            cand[n] = p
-            n += 1
-    if n == 0:
-        drawn_cnt[k] = 0
-        return
-    draw_into(stream_keys[k], round_, n, H[k], permuted, out, scratch)
-    for t in range(H[k]):
-        out[t] = cand[out[t]]
+    n = mine.shape[0]
+    if use_eligible:
+        n = 0
+        for u in range(mine.shape[0]):
+            if eligible[hold_sample[r0 + mine[u, 0]]]:
+                cand[n] = u
+                n += 1
+        if n == 0:
+            drawn_cnt[k] = 0
+            return
+    draw_units_into(stream_keys[k], round_, mine, cand, n, not use_eligible, H[k], permuted,
+                    out, picks, scratch)
     drawn_cnt[k] = H[k]
 
 
@@ -268,12 +266,14 @@ def draw_clients(avail, round_, B, D, use_eligible, permuted):
     """Phase A: every available client's draws of the round."""
     row_off, hold_sample = B.row_off, B.hold_sample
     eligible, stream_keys, H, draw_off = D.eligible, D.stream_keys, D.H, D.draw_off
-    drawn, drawn_cnt, cand, scratch = D.drawn, D.drawn_cnt, D.cand, D.perm
+    drawn, drawn_cnt, units, unit_off = D.drawn, D.drawn_cnt, D.units, D.unit_off
+    cand, picks, scratch = D.cand, D.picks, D.perm
     chunks = cand.shape[0]
     for tid in prange(chunks):
         for a in range(tid, avail.shape[0], chunks):
             _draw(avail[a], round_, row_off, hold_sample, eligible, use_eligible, stream_keys,
-                  H, permuted, draw_off, drawn, drawn_cnt, cand[tid], scratch[tid])
+                  H, permuted, draw_off, drawn, drawn_cnt, units, unit_off, cand[tid],
+                  picks[tid], scratch[tid])
 
 
 @njit(cache=True, inline="always")
@@ -562,7 +562,8 @@ def primal_updates(avail, round_, stamp, B, P, duals, D, R, prev, cur, X, line_s
     row, mark, touched_feats, buf = X.change_row, X.feat_mark, X.feat_list, X.buf
     scaled = buf.shape[0] == 5  # S4, S5 of the curvature scaling
     eligible, stream_keys, H, draw_off = D.eligible, D.stream_keys, D.H, D.draw_off
-    drawn, drawn_cnt, cand, scratch = D.drawn, D.drawn_cnt, D.cand[0], D.perm[0]
+    drawn, drawn_cnt, units, unit_off = D.drawn, D.drawn_cnt, D.units, D.unit_off
+    cand, picks, scratch = D.cand[0], D.picks[0], D.perm[0]
     for a in range(avail.shape[0]):
         k = avail[a]
         token += 1
@@ -597,7 +598,7 @@ def primal_updates(avail, round_, stamp, B, P, duals, D, R, prev, cur, X, line_s
                 shares[j, a] = pairwise_sum(buf[j], 0, terms)
         if predraw:
             _draw(k, round_ + 1, row_off, hold_sample, eligible, False, stream_keys, H,
-                  permuted, draw_off, drawn, drawn_cnt, cand, scratch)
+                  permuted, draw_off, drawn, drawn_cnt, units, unit_off, cand, picks, scratch)
     return token
 
 

@@ -72,7 +72,10 @@ class Draws(NamedTuple):
     drawn: np.ndarray        # int64
     drawn_cnt: np.ndarray    # int64 (K,): how many were drawn (H, or 0: nothing eligible)
     eligible: np.ndarray     # bool (N,): samples that may be drawn (consistent rule)
+    units: np.ndarray        # int64 (units, draw_block): local positions, -1 = empty slot
+    unit_off: np.ndarray     # int64 (K + 1): client k's units are units[unit_off[k]:...]
     cand: np.ndarray         # int64 (rows, max |I_k|): candidates; also the sync's due rows
+    picks: np.ndarray        # int64 (rows, max H_k): the drawn units
     perm: np.ndarray         # int64 (rows, max |I_k|): the identity, for O(H) permutations
 
 

@@ -8,7 +8,7 @@ import numpy as np
 from feddata import local_work
 from hyfdca import _messages as msg
 from hyfdca._certificate import POINT_STEPS, next_point_margins, segment_objective_sums
-from hyfdca._draws import draw_positions
+from hyfdca._draws import draw_positions, sample_units
 from hyfdca._packing import ClientBlocks
 from hyfdca._primal_change import rows_change
 from hyfdca._encoding_range import check_encoding_range
@@ -41,7 +41,7 @@ class Client:
     # set at construction from its block, keys and settings; the rest is the run's state
     FIXED = frozenset(("id", "X", "y", "n_local", "keys", "masker", "settings", "stream",
                        "q", "partial", "rho", "update_weight", "inv_holders",
-                       "_counts", "_n_clients", "_blocks", "_prediction"))
+                       "_counts", "_n_clients", "_blocks", "_units", "_prediction"))
 
     def __init__(self, client_id, block, keys, masker, settings, stream):
         self.id = client_id
@@ -59,6 +59,7 @@ class Client:
         # set up by the set-up exchange (``setup_request``, ``setup_norms``)
         self.q = self.rho = self.update_weight = self.inv_holders = None
         self._counts, self._n_clients, self._blocks = None, None, None
+        self._units = sample_units(self.n_local)  # its draw units (set-up: draw_block > 1)
         self._prediction = None  # new samples to predict (``hold_for_prediction``)
         self.stalled = False  # the server said the line search stalled (RoundStart)
         self.drawn = np.zeros(0, dtype=np.int64)
@@ -223,6 +224,7 @@ class Client:
                 f"samples in {self._blocks.slots} slots each, its keys pack "
                 f"{self.keys.slots} values per ciphertext and it holds {self.n_local} "
                 f"samples (key or layout mismatch)")
+        self._units = self._draw_units(message.draw_units)
         shared = np.flatnonzero(self._counts > 1)  # whole blocks: a block's holders agree
         try:
             parts = self._encrypt(shared, self.partial[shared])
@@ -284,14 +286,31 @@ class Client:
         return Client(self.id, SimpleNamespace(X=self.X, y=self.y), self.keys, self.masker,
                       self.settings, self.stream)
 
+    def _draw_units(self, units):
+        """Its draw units from the set-up (None: one per sample), checked against its
+        samples and ``settings.draw_block``."""
+        if units is None:
+            units = sample_units(self.n_local)
+        units = np.asarray(units, dtype=np.int64)
+        filled = np.sort(units[units >= 0])
+        if (units.ndim != 2 or units.shape[1] != self.settings.draw_block
+                or not np.array_equal(filled, np.arange(self.n_local))
+                or not np.all(units[:, 0] >= 0)):
+            raise ValueError(
+                f"client {self.id}: the set-up's draw units (shape {units.shape}) are not "
+                f"blocks of draw_block={self.settings.draw_block} positions covering its "
+                f"{self.n_local} samples once each (layout mismatch)")
+        return units
+
     def _draw(self, eligible, round_):
-        candidates = np.flatnonzero(eligible)
-        if candidates.size == 0:
+        """Positions drawn among its units whose samples are eligible (a unit's samples
+        share their holders, so its first sample speaks for it)."""
+        candidates = None if eligible.all() else np.flatnonzero(eligible[self._units[:, 0]])
+        if candidates is not None and candidates.size == 0:
             return np.zeros(0, dtype=np.int64)
         H = self.round_settings.inner_steps(self.n_local)
-        picks = draw_positions(self.stream, round_, candidates.size, H,
-                               self.settings.draw == "permuted")
-        return candidates[picks].astype(np.int64)
+        return draw_positions(self.stream, round_, self._units, candidates, H,
+                              self.settings.draw == "permuted")
 
     # --- step 3: secure inner product -------------------------------------------------
 

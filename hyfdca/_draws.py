@@ -9,6 +9,13 @@ indices, and a key costs a few integer operations instead of a NumPy Generator (
 ``draw="random"``: H independent uniform positions. ``draw="permuted"``: successive
 random permutations of the candidates (forward Fisher-Yates), concatenated and cut to H,
 so every candidate is drawn once per pass.
+
+A draw is a draw of *units* (``settings.draw_block`` = b): a unit is one ciphertext block
+of the b-slot layout (``hyfdca._packing``: b samples of one holder set), drawn as a
+sample is drawn above and taken whole, in slot order, until H positions are filled. With
+b = 1 a unit is a sample and the draws are the ones above. With b equal to a packed
+backend's slots, the round touches H / b ciphertexts per vector instead of nearly all of
+them.
 """
 
 import numpy as np
@@ -69,6 +76,33 @@ def draw_into(stream_key, round_, n, H, permuted, out, scratch):
         filled += need
 
 
+@njit(cache=True)
+def draw_units_into(stream_key, round_, units, cand, n_cand, all_units, H, permuted, out,
+                    picks, scratch):
+    """Write H positions into ``out[:H]``: units (rows of ``units``: positions, -1 for an
+    empty slot) drawn as :func:`draw_into` draws among ``n_cand`` candidates
+    (``cand[:n_cand]``: rows of ``units``; every row when ``all_units``), each taken whole
+    in slot order, the last one cut at H. ``picks``: at least H slots; ``scratch``: as in
+    :func:`draw_into`, at least ``n_cand`` slots. Every unit holds a position, so at most
+    H units are taken."""
+    draw_into(stream_key, round_, n_cand, H, permuted, picks, scratch)
+    filled = 0
+    t = 0
+    while filled < H:
+        row = picks[t] if all_units else cand[picks[t]]
+        t += 1
+        for j in range(units.shape[1]):
+            p = units[row, j]
+            if p >= 0 and filled < H:
+                out[filled] = p
+                filled += 1
+
+
+def sample_units(n):
+    """The units of a client with ``n`` samples under ``draw_block`` = 1: one per sample."""
+    return np.arange(n, dtype=np.int64).reshape(-1, 1)
+
+
 def _mix_int(z):
     """mix64 on a Python int (mod 2^64)."""
     z = ((z ^ (z >> 30)) * int(MUL1)) & _MASK64
@@ -84,11 +118,17 @@ def stream_key(stream):
     return np.uint64(key)
 
 
-def draw_positions(stream, round_, n, H, permuted):
-    """H positions in [0, n) for the stream tuple ``stream`` in round ``round_``."""
+def draw_positions(stream, round_, units, cand, H, permuted):
+    """H positions of a client (rows of ``units``, see :func:`draw_units_into`) drawn from
+    the candidate units ``cand`` (ascending rows; None: all) for the stream tuple
+    ``stream`` in round ``round_``."""
+    all_units = cand is None
+    n_cand = units.shape[0] if all_units else cand.size
     out = np.empty(H, dtype=np.int64)
-    if n == 0:
+    if n_cand == 0:
         return out[:0]
-    draw_into(stream_key(stream), round_, n, H, permuted, out,
-              np.arange(n if permuted else 0, dtype=np.int64))
+    draw_units_into(stream_key(stream), round_, units,
+                    np.zeros(0, np.int64) if all_units else np.asarray(cand, np.int64),
+                    n_cand, all_units, H, permuted, out, np.empty(H, dtype=np.int64),
+                    np.arange(n_cand if permuted else 0, dtype=np.int64))
     return out

@@ -22,12 +22,14 @@ from crypto import EncryptedVector, vector_from_arrays, vector_to_arrays
 @dataclass(frozen=True)
 class SetupRequest:
     """Server -> client (set-up): |C_i| of its samples (public set-up information), the
-    number of clients K, and its ciphertext blocks: (blocks, slots) positions of its
-    samples, -1 for an empty slot (``hyfdca._packing``)."""
+    number of clients K, its ciphertext blocks: (blocks, slots) positions of its samples,
+    -1 for an empty slot (``hyfdca._packing``), and its draw units in the same form for
+    ``draw_block`` slots (None: one sample per unit; ``hyfdca._draws``)."""
 
     holder_counts: np.ndarray
     n_clients: int
     block_members: np.ndarray
+    draw_units: np.ndarray | None = None
 
 
 @dataclass(frozen=True)

@@ -59,6 +59,17 @@ class BlockLayout:
         return _present(self.block_of[ids], self.n_blocks)
 
 
+def draw_units(sample_ids, n_samples, draw_block, blocks=None):
+    """Each client's draw units (``hyfdca._draws``): the ``members`` of the
+    ``draw_block``-slot layout (``blocks`` if it has that many slots); None for
+    ``draw_block`` = 1 (a unit is a sample)."""
+    if draw_block == 1:
+        return None
+    if blocks is None or blocks.slots != draw_block:
+        blocks = BlockLayout(sample_ids, n_samples, draw_block)
+    return blocks.members
+
+
 def _present(indices, size):
     """The distinct values of ``indices`` (each in [0, size)), ascending: a mark per value,
     no sort (these run several times per message)."""

@@ -16,7 +16,7 @@ import numpy as np
 
 from hyfdca import _messages as msg
 from hyfdca._certificate import choose_point
-from hyfdca._packing import BlockLayout
+from hyfdca._packing import BlockLayout, draw_units
 from hyfdca._round import choose_step, is_full_step, new_step_record, stalls, step_bits
 
 
@@ -24,7 +24,7 @@ class Server:
     # set at construction from the data and settings; everything else is the run's state
     FIXED = frozenset(("settings", "evaluator", "n_samples", "n_features", "sample_ids",
                        "feature_ids", "holder_counts", "frac_bits", "step_bits",
-                       "alpha_scale", "blocks"))
+                       "alpha_scale", "blocks", "draw_units"))
 
     def __init__(self, layout, evaluator, settings, frac_bits):
         self.settings = settings
@@ -37,6 +37,8 @@ class Server:
         self.step_bits = step_bits(settings)
         self.alpha_scale = frac_bits + self.step_bits
         self.blocks = BlockLayout(self.sample_ids, self.n_samples, evaluator.slots)
+        self.draw_units = draw_units(self.sample_ids, self.n_samples, settings.draw_block,
+                                     self.blocks)
         self.w = np.zeros(self.n_features)
         self.contribution = [np.zeros(J.size) for J in self.feature_ids]  # v_k in w
         self.client_step = np.ones(len(self.sample_ids))  # g of each client's last round
@@ -63,7 +65,8 @@ class Server:
 
     def setup_message(self, k):
         return msg.SetupRequest(self.holder_counts[self.sample_ids[k]], len(self.sample_ids),
-                                self.blocks.members[k])
+                                self.blocks.members[k],
+                                None if self.draw_units is None else self.draw_units[k])
 
     def _take(self, vector, k, positions):
         """The ciphertexts of a vector of blocks that hold client k's ``positions``."""

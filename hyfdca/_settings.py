@@ -95,6 +95,9 @@ class HyFDCASettings:
     counting as 0) or "consistent" (only samples whose holders are all present are drawn);
     ``holder_weights`` gives the mean's weights: "equal" (1/|C_i|, the paper) or
     "norm-share" (||x_i^k||^2 / q_i: the share of the row that holder k sees).
+    ``draw_block`` = b: a client draws its H samples as whole blocks of b samples of one
+    holder set (``hyfdca._draws``; 1: sample by sample). Set it to a packed backend's
+    slots and a round moves H / b ciphertexts per vector instead of nearly all of them.
     ``stall_fallback``: under partial participation, once the line search stalls
     (``_round.stalls``) the run goes on with :meth:`after_stall` for good.
     """
@@ -111,6 +114,7 @@ class HyFDCASettings:
     line_search: bool = False
     sampling: str = "shared"
     draw: str = "permuted"
+    draw_block: int = 1
     aggregation: str = "mean"
     participation: str = "full"
     fraction: float = 1.0
@@ -174,6 +178,8 @@ class HyFDCASettings:
              f"sampling must be 'shared' or 'independent', got {self.sampling!r}"),
             (self.draw in ("permuted", "random"),
              f"draw must be 'permuted' or 'random', got {self.draw!r}"),
+            (isinstance(self.draw_block, (int, np.integer)) and self.draw_block >= 1,
+             f"draw_block must be an integer >= 1, got {self.draw_block!r}"),
             (self.aggregation in ("mean", "consistent"),
              f"aggregation must be 'mean' or 'consistent', got {self.aggregation!r}"),
             (self.participation in PARTICIPATION,

@@ -68,7 +68,7 @@ def cmd_train(args):
     settings = HyFDCASettings.from_variant(
         args.variant, loss=args.loss, lam=args.lam, H=args.H, iic=args.iic,
         participation=args.participation, fraction=args.fraction,
-        second_inner_product=args.second_inner_product)
+        second_inner_product=args.second_inner_product, draw_block=args.draw_block)
     p_star, w_star = centralized_solution(*fed.reassemble(), loss=args.loss, lam=args.lam)
     print(f"{settings.variant} variant, loss={args.loss}, lam={args.lam:g}, "
           f"participation={args.participation} ({args.fraction:g}), P* = {p_star:.8f}")
@@ -157,7 +157,7 @@ def cmd_profile(args):
     fed, _ = _problem(args)
     settings = HyFDCASettings.from_variant(args.variant, lam=args.lam, H=args.H, iic=args.iic,
                                            participation=args.participation,
-                                           fraction=args.fraction)
+                                           fraction=args.fraction, draw_block=args.draw_block)
     breakdowns = []
     for name, bits in configs:
         if bits not in (None, key_sizes[0]):
@@ -293,7 +293,7 @@ def cmd_app(args):
 
     settings = HyFDCASettings.from_variant(
         args.variant, loss=args.loss, lam=args.lam, H=args.H, iic=args.iic,
-        participation=args.participation, fraction=args.fraction)
+        participation=args.participation, fraction=args.fraction, draw_block=args.draw_block)
     timeout = args.phase_timeout
     if timeout is None:
         timeout = 0.0 if args.participation == "full" else 300.0
@@ -327,6 +327,9 @@ def _add_problem_options(p, *, dataset, partition, participation, fraction, lam)
     group.add_argument("--iic", type=float,
                        help="inner-iterations constant: H = iic x local samples")
     p.add_argument("--variant", default=DEFAULT_VARIANT, choices=VARIANT_NAMES)
+    p.add_argument("--draw-block", type=int, default=1,
+                   help="draw samples in blocks of this many of one holder set (the "
+                        "packed backend's slots: a round moves fewer ciphertexts)")
     p.add_argument("--positive-class", type=int, default=0,
                    help="multi-class data: index of the class trained one-vs-rest")
     p.add_argument("--seed", type=int, default=0)
@@ -422,6 +425,7 @@ def build_parser():
     group.add_argument("--H", type=int)
     group.add_argument("--iic", type=float)
     p.add_argument("--variant", default=DEFAULT_VARIANT, choices=VARIANT_NAMES)
+    p.add_argument("--draw-block", type=int, default=1)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--frac-bits", type=int, default=32)
     p.add_argument("--rounds", type=int, default=100)

@@ -15,7 +15,8 @@ from feddata import partition as P
 from hyfdca import BatchedHyFDCA
 from hyfdca._batched_kernels import _sort_small
 from hyfdca._pairwise_sum import pairwise_sum
-from hyfdca._draws import _below, draw_into, draw_positions, round_key, stream_key
+from hyfdca._draws import (_below, draw_into, draw_positions, round_key, sample_units,
+                           stream_key)
 from hyfdca import HyFDCARun, run_hyfdca
 from hyfdca._protocol import CRYPTO_FIELDS
 from hyfdca import HyFDCASettings
@@ -90,6 +91,21 @@ def test_bit_identical_to_the_message_protocol(small, name, participation, varia
     settings = HyFDCASettings.from_variant(variant, lam=LAM, H=30, participation=participation,
                                            fraction=0.6, aggregation=aggregation)
     # consistent rule on vertical data with 2 of 3 clients: no sample is ever complete
+    moves = not (name == "vertical" and aggregation == "consistent")
+    assert_same_run(partitions(*small)[name], settings, moves=moves)
+
+
+@pytest.mark.parametrize("name", ["vertical", "hybrid", "dealt", "explicit-overlapping"])
+@pytest.mark.parametrize("participation, variant, aggregation, draw", [
+    ("full", "auto", None, "permuted"), ("fraction", "auto", None, "permuted"),
+    ("fraction", "combined", "consistent", "random"), ("cyclic", "paper", None, "random")])
+def test_bit_identical_with_block_draws(small, name, participation, variant, aggregation,
+                                        draw):
+    """draw_block = 4 (units from hyfdca._packing, draws from hyfdca._draws): both engines
+    draw the same whole blocks, under every eligibility rule, bit for bit."""
+    settings = HyFDCASettings.from_variant(variant, lam=LAM, H=30, participation=participation,
+                                           fraction=0.6, aggregation=aggregation, draw=draw,
+                                           draw_block=4)
     moves = not (name == "vertical" and aggregation == "consistent")
     assert_same_run(partitions(*small)[name], settings, moves=moves)
 
@@ -316,13 +332,33 @@ def test_cupy_backend_says_what_it_needs(small):
 
 
 def test_draws_are_passes_of_permutations_and_reproducible():
-    a = draw_positions((3, 1, 0), 7, 10, 25, permuted=True)
+    ten, five = sample_units(10), sample_units(5)
+    a = draw_positions((3, 1, 0), 7, ten, None, 25, permuted=True)
     for start in (0, 10):
         assert sorted(a[start:start + 10]) == list(range(10))
-    assert np.array_equal(a, draw_positions((3, 1, 0), 7, 10, 25, permuted=True))
-    assert not np.array_equal(a, draw_positions((3, 1, 0), 8, 10, 25, permuted=True))
-    counts = np.bincount(draw_positions((0, 2, 4), 0, 5, 5000, permuted=False), minlength=5)
+    assert np.array_equal(a, draw_positions((3, 1, 0), 7, ten, None, 25, permuted=True))
+    assert not np.array_equal(a, draw_positions((3, 1, 0), 8, ten, None, 25, permuted=True))
+    counts = np.bincount(draw_positions((0, 2, 4), 0, five, None, 5000, permuted=False),
+                         minlength=5)
     assert counts.min() > 900  # uniform: about 1000 each
+
+
+def test_block_draws_take_whole_units_in_slot_order():
+    """Units of 3 (the last one short, as a holder set's last block): a draw is whole units
+    in slot order, cut at H; a permuted draw takes every unit once per pass; only the
+    candidate units are drawn."""
+    units = np.array([[0, 2, 5], [1, 3, 4], [6, 7, -1], [8, -1, -1]])
+    rows = {tuple(r[r >= 0]): i for i, r in enumerate(units)}
+    a = draw_positions((3, 1, 0), 7, units, None, 20, permuted=True)
+    taken, start = [], 0
+    while start < a.size:  # split the draw back into units
+        unit = next(r for r in rows if tuple(a[start:start + len(r)]) == r[:a.size - start])
+        taken.append(rows[unit])
+        start += len(unit)
+    assert sorted(taken[:4]) == sorted(taken[4:8]) == [0, 1, 2, 3]  # passes
+    assert np.array_equal(a, draw_positions((3, 1, 0), 7, units, None, 20, permuted=True))
+    some = draw_positions((3, 1, 0), 7, units, np.array([1, 3]), 40, permuted=False)
+    assert set(some) == {1, 3, 4, 8}
 
 
 @njit

@@ -141,6 +141,47 @@ def test_packed_runs_give_the_bits_of_one_value_per_ciphertext(cancer, participa
         assert [r[op] for r in single_records] == [r[op] for r in plain_records]
 
 
+@pytest.mark.parametrize("participation", [dict(participation="full"),
+                                           dict(participation="fraction", fraction=0.5)])
+def test_block_draws_move_whole_ciphertexts_with_the_plaintext_bits(cancer, participation):
+    """draw_block = the backend's 3 slots: each client's draws are whole blocks of its
+    ciphertext layout (the last one cut at H), the packed run gives the plaintext run's
+    bits, and it encrypts and decrypts fewer ciphertexts than with sample-by-sample
+    draws."""
+    fed = _overlapping(cancer)
+    s = HyFDCASettings.from_variant("auto", lam=0.01, iic=0.2, **participation)
+    blocked = HyFDCASettings.from_variant("auto", lam=0.01, iic=0.2, draw_block=3,
+                                          **participation)
+    plain, plain_records, plain_cert = _run(fed, "plain", blocked, 10)
+    packed, packed_records, packed_cert = _run(fed, "fast-paillier", blocked, 10, **SMALL)
+    _, sample_records, _ = _run(fed, "fast-paillier", s, 10, **SMALL)
+    for client in packed.clients:  # the last round's draws
+        taken = _units_taken(client.drawn, client._blocks.members)
+        assert sorted(taken) == list(client._blocks.blocks(client.drawn))
+    assert packed.server.w.tobytes() == plain.server.w.tobytes()
+    for a, b in zip(packed.clients, plain.clients):
+        assert a.alpha.tobytes() == b.alpha.tobytes()
+    assert [r["step"] for r in packed_records] == [r["step"] for r in plain_records]
+    assert packed_cert[:2] == plain_cert[:2]
+    for op in ("encrypt", "decrypt"):
+        assert (sum(r[op] for r in packed_records)
+                < 0.7 * sum(r[op] for r in sample_records))
+
+
+def _units_taken(drawn, members):
+    """The rows of ``members`` (-1: empty slot) whose samples make up ``drawn`` one after
+    another in slot order, the last one possibly cut; fails if there are none such."""
+    rows = [tuple(r[r >= 0]) for r in members]
+    taken, start = [], 0
+    while start < drawn.size:
+        ahead = tuple(drawn[start:])
+        match = [j for j, r in enumerate(rows) if ahead[:len(r)] == r[:len(ahead)]]
+        assert len(match) == 1, (drawn, start)
+        taken.append(match[0])
+        start += len(rows[match[0]])
+    return taken
+
+
 def test_a_packed_client_that_restarts_rejoins_with_the_plaintext_bits(cancer):
     """A restart under packing: the rejoined client's stored parts restart from 0 on both
     sides, so the run keeps giving the plaintext run's bits."""
@@ -174,3 +215,18 @@ def test_a_client_refuses_blocks_that_do_not_fit_its_keys(cancer):
                            np.concatenate([members, members], axis=1))
     with pytest.raises(ValueError, match="key or layout mismatch"):
         client.handle(bad)
+
+
+def test_a_client_refuses_draw_units_that_do_not_fit_its_settings(cancer):
+    from hyfdca import _messages as msg
+
+    fed = _overlapping(cancer)
+    run = HyFDCARun(fed, HyFDCASettings.from_variant("auto", lam=0.01, draw_block=2))
+    client = run.clients[0]
+    members = np.arange(client.n_local).reshape(-1, 1)
+    for units in (members, np.concatenate([members, members], axis=1)):  # width; twice
+        bad = msg.SetupRequest(np.ones(client.n_local, dtype=np.int64), 6, members, units)
+        with pytest.raises(ValueError, match="draw units .*layout mismatch"):
+            client.handle(bad)
+    with pytest.raises(ValueError, match="draw_block must be an integer >= 1"):
+        HyFDCASettings.from_variant("auto", draw_block=0)

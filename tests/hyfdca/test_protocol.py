@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from feddata import partition as P
-from hyfdca._draws import draw_positions
+from hyfdca._draws import draw_positions, sample_units
 from hyfdca import run_hyfdca
 from hyfdca import HyFDCASettings
 from solvers import as_csr, encode_targets, loss_code, primal_objective, reference_optimum
@@ -57,7 +57,7 @@ def test_one_client_is_centralized_sdca_step_for_step(small, loss):
     alpha, W = np.zeros_like(Y), np.zeros((X.shape[1], 1))
     q = np.asarray(Xc.multiply(Xc).sum(axis=1)).ravel()
     for t in range(4):
-        order = draw_positions((seed, 1, 0), t, n, n, permuted=True)
+        order = draw_positions((seed, 1, 0), t, sample_units(n), None, n, permuted=True)
         assert np.array_equal(np.sort(order), np.arange(n))  # one pass: an SDCA epoch
         sdca_pass(Xc.data, Xc.indices, Xc.indptr, Y, alpha, W, q, order, loss_code(loss),
                   LAM * n, 1.0, 1.0)
