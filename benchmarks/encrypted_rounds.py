@@ -20,6 +20,12 @@ values per ciphertext); ``fast-paillier slots=1`` is shown beside them.
     python benchmarks/encrypted_rounds.py --quick   # first 300 rows, 2 rounds (~1 min)
     python benchmarks/encrypted_rounds.py --rows 3000 --rounds 5   # anything between
     python benchmarks/encrypted_rounds.py --first-rounds 1 --fractions 0.5   # full a9a, ~35 min
+    python benchmarks/encrypted_rounds.py --quick --draw-block 15   # block draws
+
+``--draw-block b``: every backend's run draws whole blocks of b samples
+(``settings.draw_block``); with b = 15, fast-paillier's slots, a round decrypts about
+H/15 ciphertexts per vector instead of nearly every block of a client. The runs of all
+backends stay bit-identical to each other (not to the runs with b = 1).
 
 ``--first-rounds N``: every backend measures rounds 0 .. N-1 with no warm-up round (a
 throwaway plaintext round compiles the kernels first), so that the one-value-per-ciphertext
@@ -61,14 +67,15 @@ FULL = dict(rows=None, rounds=50)
 QUICK = dict(rows=300, rounds=2)
 
 
-def problem(rows, fraction):
+def problem(rows, fraction, draw_block=1):
     data = load_dataset("a9a")
     X, y = data.X, np.asarray(data.y, dtype=np.float64)
     if rows:
         X, y = X[:rows], y[:rows]
     fed = partition_from_spec(X, y, "3x3", seed=0)
     settings = HyFDCASettings.from_variant("auto", loss="hinge", lam=1e-4,
-                                           participation="fraction", fraction=fraction)
+                                           participation="fraction", fraction=fraction,
+                                           draw_block=draw_block)
     return fed, settings
 
 
@@ -82,6 +89,9 @@ def main():
     parser.add_argument("--backends", default=",".join(label for label, _, _ in BACKENDS),
                         help="backend labels to measure (comma-separated; paillier is "
                              "needed for the ratios)")
+    parser.add_argument("--draw-block", type=int, default=1,
+                        help="settings.draw_block of every backend's run (15: whole "
+                             "fast-paillier ciphertexts; the runs stay bit-identical)")
     parser.add_argument("--fractions", default=",".join(str(f) for f in FRACTIONS),
                         help="participation fractions (comma-separated; the headline is "
                              "over these)")
@@ -98,7 +108,7 @@ def main():
         round_breakdown(fed, settings, rounds=1, warmup=0)
     results = {}
     for fraction in fractions:
-        fed, settings = problem(cfg["rows"], fraction)
+        fed, settings = problem(cfg["rows"], fraction, args.draw_block)
         for label, backend, options in chosen:
             print(f"f = {fraction}: {label} ...", flush=True)
             rounds, warmup = (args.first_rounds, 0) if args.first_rounds else (cfg["rounds"], 1)
@@ -110,7 +120,8 @@ def main():
     rows = f"first {cfg['rows']} rows" if cfg["rows"] else "all rows"
     measured = (f"rounds 0-{args.first_rounds - 1}, no warm-up" if args.first_rounds
                 else f"{cfg['rounds']} rounds after one warm-up")
-    print(f"\na9a ({rows}), 3x3, hinge, lam 1e-4, {measured}")
+    blocks = f", draw_block {args.draw_block}" if args.draw_block > 1 else ""
+    print(f"\na9a ({rows}), 3x3, hinge, lam 1e-4{blocks}, {measured}")
     for fraction in fractions:
         rows = [dict(results[fraction, label], label=label) for label, _, _ in chosen]
         print(f"\nparticipation {fraction:g}")
