@@ -12,7 +12,7 @@ import pytest
 
 from crypto import SecureSum
 from crypto._interface import KeyHolder
-from hyfdca import CheckpointError, run_hyfdca
+from hyfdca import CheckpointError, HyFDCASettings, run_hyfdca
 import checkpoint_job as job  # the script beside this file (pytest puts its folder on sys.path)
 
 JOB = Path(job.__file__)
@@ -91,6 +91,22 @@ def test_resume_with_homomorphic_encryption_in_process(tmp_path, crypto):
     keys = a.clients[0].keys
     np.testing.assert_array_equal(b.clients[0].keys.decrypt(b.server.enc_alpha),
                                   keys.decrypt(a.server.enc_alpha))
+    np.testing.assert_array_equal(a.model, b.model)
+    same_history(ha.state(), hb.state())
+
+
+@pytest.mark.parametrize("engine, crypto", [("protocol", "fast-paillier"),
+                                            ("batched", "plain")])
+def test_resume_with_block_draws_gives_the_uninterrupted_bits(tmp_path, engine, crypto):
+    """draw_block = 3 (the 512-bit test keys' slots): the resumed run draws the same
+    blocks as the uninterrupted one (the units come from the set-up, not the files)."""
+    fed, settings = job.problem()
+    settings = HyFDCASettings.from_variant("auto", lam=settings.lam, fraction=0.5,
+                                           participation="fraction", draw_block=3)
+    opts = dict(eval_every=2, crypto=crypto, engine=engine, **job.options(crypto))
+    a, ha = run_hyfdca(fed, settings, max_rounds=6, **opts)
+    run_hyfdca(fed, settings, max_rounds=3, checkpoint=tmp_path, **opts)
+    b, hb = run_hyfdca(fed, settings, max_rounds=6, checkpoint=tmp_path, resume=True, **opts)
     np.testing.assert_array_equal(a.model, b.model)
     same_history(ha.state(), hb.state())
 
