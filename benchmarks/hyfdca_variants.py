@@ -91,10 +91,9 @@ FULL = dict(datasets=tuple(DATASETS), participations=tuple(PARTICIPATIONS),
             eval_every=10)
 QUICK = dict(FULL, datasets=("a9a",), partitions=("3x3",))
 
-_STATE = {}  # filled before the workers fork: (dataset, partition) -> FederatedDataset
-
-
 INTEGER_FIELDS = ("H", "min_H", "draw_block")  # --set parses these as integers
+
+_STATE = {}  # filled before the workers fork: (dataset, partition) -> FederatedDataset
 
 
 def log(message):

@@ -42,8 +42,8 @@ from hyfdca._certificate import (POINT_STEPS, Certificate, checked_certificate,
                                   choose_point, larger_l1, next_point_margins)
 from hyfdca._checkpoint import CheckpointError
 from hyfdca._draws import sample_units, stream_key
-from hyfdca._packing import draw_units
 from hyfdca._encoding_range import check_encoding_range
+from hyfdca._packing import draw_units
 from hyfdca._round import (aggregation_weights, choose_step, correction_factors,
                            draws_all_samples, eligible_samples, is_full_step,
                            line_search_term_count, margins_are_local, new_step_record,

@@ -32,8 +32,9 @@ from pathlib import Path
 import numpy as np
 
 # 2: the server keeps each client's v_k and Enc(q) (rejoins); 3: the certified point;
-# 4: the line search's stall record
-FORMAT = 4
+# 4: the line search's stall record; 5: block draws (settings.draw_block, the batched
+# engine's draw units)
+FORMAT = 5
 KEEP = 2
 LATEST = "LATEST"
 

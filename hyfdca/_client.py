@@ -59,7 +59,7 @@ class Client:
         # set up by the set-up exchange (``setup_request``, ``setup_norms``)
         self.q = self.rho = self.update_weight = self.inv_holders = None
         self._counts, self._n_clients, self._blocks = None, None, None
-        self._units = sample_units(self.n_local)  # its draw units (set-up: draw_block > 1)
+        self._units = None  # its draw units (hyfdca._draws), from the set-up
         self._prediction = None  # new samples to predict (``hold_for_prediction``)
         self.stalled = False  # the server said the line search stalled (RoundStart)
         self.drawn = np.zeros(0, dtype=np.int64)

@@ -97,7 +97,8 @@ class HyFDCASettings:
     "norm-share" (||x_i^k||^2 / q_i: the share of the row that holder k sees).
     ``draw_block`` = b: a client draws its H samples as whole blocks of b samples of one
     holder set (``hyfdca._draws``; 1: sample by sample). Set it to a packed backend's
-    slots and a round moves H / b ciphertexts per vector instead of nearly all of them.
+    slots and, under shared sampling, a round moves about H / b ciphertexts per vector
+    instead of nearly all of them.
     ``stall_fallback``: under partial participation, once the line search stalls
     (``_round.stalls``) the run goes on with :meth:`after_stall` for good.
     """
@@ -178,7 +179,7 @@ class HyFDCASettings:
              f"sampling must be 'shared' or 'independent', got {self.sampling!r}"),
             (self.draw in ("permuted", "random"),
              f"draw must be 'permuted' or 'random', got {self.draw!r}"),
-            (isinstance(self.draw_block, (int, np.integer)) and self.draw_block >= 1,
+            (type(self.draw_block) is int and self.draw_block >= 1,
              f"draw_block must be an integer >= 1, got {self.draw_block!r}"),
             (self.aggregation in ("mean", "consistent"),
              f"aggregation must be 'mean' or 'consistent', got {self.aggregation!r}"),

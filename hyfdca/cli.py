@@ -425,7 +425,8 @@ def build_parser():
     group.add_argument("--H", type=int)
     group.add_argument("--iic", type=float)
     p.add_argument("--variant", default=DEFAULT_VARIANT, choices=VARIANT_NAMES)
-    p.add_argument("--draw-block", type=int, default=1)
+    p.add_argument("--draw-block", type=int, default=1,
+                   help="draw samples in blocks of this many of one holder set")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--frac-bits", type=int, default=32)
     p.add_argument("--rounds", type=int, default=100)

@@ -99,7 +99,8 @@ def test_resume_with_homomorphic_encryption_in_process(tmp_path, crypto):
                                             ("batched", "plain")])
 def test_resume_with_block_draws_gives_the_uninterrupted_bits(tmp_path, engine, crypto):
     """draw_block = 3 (the 512-bit test keys' slots): the resumed run draws the same
-    blocks as the uninterrupted one (the units come from the set-up, not the files)."""
+    blocks as the uninterrupted one (the protocol's clients get their units again from
+    the set-up; the batched engine saves them with its draws)."""
     fed, settings = job.problem()
     settings = HyFDCASettings.from_variant("auto", lam=settings.lam, fraction=0.5,
                                            participation="fraction", draw_block=3)

@@ -218,6 +218,7 @@ def test_a_client_refuses_blocks_that_do_not_fit_its_keys(cancer):
 
 
 def test_a_client_refuses_draw_units_that_do_not_fit_its_settings(cancer):
+    """Units of the wrong width, or that hold a position twice, are a layout mismatch."""
     from hyfdca import _messages as msg
 
     fed = _overlapping(cancer)
@@ -228,5 +229,9 @@ def test_a_client_refuses_draw_units_that_do_not_fit_its_settings(cancer):
         bad = msg.SetupRequest(np.ones(client.n_local, dtype=np.int64), 6, members, units)
         with pytest.raises(ValueError, match="draw units .*layout mismatch"):
             client.handle(bad)
+
+
+@pytest.mark.parametrize("draw_block", [0, 2.0, True])
+def test_settings_refuse_a_draw_block_that_is_not_a_positive_integer(draw_block):
     with pytest.raises(ValueError, match="draw_block must be an integer >= 1"):
-        HyFDCASettings.from_variant("auto", draw_block=0)
+        HyFDCASettings.from_variant("auto", draw_block=draw_block)

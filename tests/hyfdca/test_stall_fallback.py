@@ -70,13 +70,14 @@ def test_a_stall_is_half_of_the_window_at_zero_steps():
     assert not record.any()
 
 
-@pytest.mark.parametrize("name, participation", [("hybrid", "fraction"),
-                                                 ("vertical", "cyclic")])
+@pytest.mark.parametrize("name, participation, draw_block", [
+    ("hybrid", "fraction", 1), ("vertical", "cyclic", 1), ("hybrid", "fraction", 4)])
 def test_both_engines_fall_back_at_the_same_round_with_the_same_bits(small, name,
-                                                                     participation):
+                                                                     participation,
+                                                                     draw_block):
     X, y = small
     fed = P.hybrid_grid(X, y, 3, 3) if name == "hybrid" else P.vertical(X, y, 3)
-    settings = capped(participation)
+    settings = capped(participation, draw_block=draw_block)
     runs = {}
     for engine in ("batched", "protocol"):
         run, history = run_hyfdca(fed, settings, max_rounds=ROUNDS, eval_every=50, seed=0,
