@@ -343,20 +343,26 @@ def test_draws_are_passes_of_permutations_and_reproducible():
     assert counts.min() > 900  # uniform: about 1000 each
 
 
-def test_block_draws_take_whole_units_in_slot_order():
-    """Units of 3 (the last one short, as a holder set's last block): a draw is whole units
-    in slot order, cut at H; a permuted draw takes every unit once per pass; only the
-    candidate units are drawn."""
+def test_block_draws_take_whole_units_in_a_random_order():
+    """Units of 3 (one short, as a holder set's last block): a draw is whole units but the
+    last, cut at H; a permuted draw of every position is one pass; the order is shuffled
+    (not unit after unit); only the candidate units are drawn; the same key, the same
+    draw."""
     units = np.array([[0, 2, 5], [1, 3, 4], [6, 7, -1], [8, -1, -1]])
-    rows = {tuple(r[r >= 0]): i for i, r in enumerate(units)}
-    a = draw_positions((3, 1, 0), 7, units, None, 20, permuted=True)
-    taken, start = [], 0
-    while start < a.size:  # split the draw back into units
-        unit = next(r for r in rows if tuple(a[start:start + len(r)]) == r[:a.size - start])
-        taken.append(rows[unit])
-        start += len(unit)
-    assert sorted(taken[:4]) == sorted(taken[4:8]) == [0, 1, 2, 3]  # passes
-    assert np.array_equal(a, draw_positions((3, 1, 0), 7, units, None, 20, permuted=True))
+    unit_of = {p: u for u, row in enumerate(units) for p in row if p >= 0}
+    sizes = (units >= 0).sum(axis=1)
+    contiguous = 0
+    for round_ in range(50):
+        a = draw_positions((3, 1, 0), round_, units, None, 7, permuted=True)
+        assert len(set(a)) == 7
+        taken = np.bincount([unit_of[p] for p in a], minlength=4)
+        assert np.sum((taken > 0) & (taken < sizes)) <= 1  # whole units but the last
+        runs = 1 + sum(unit_of[a[t]] != unit_of[a[t - 1]] for t in range(1, 7))
+        contiguous += runs == np.count_nonzero(taken)  # each unit in one run
+    assert contiguous < 10  # visited unit after unit in few draws only
+    one_pass = draw_positions((3, 1, 0), 7, units, None, 9, permuted=True)
+    assert sorted(one_pass) == list(range(9))
+    assert np.array_equal(one_pass, draw_positions((3, 1, 0), 7, units, None, 9, True))
     some = draw_positions((3, 1, 0), 7, units, np.array([1, 3]), 40, permuted=False)
     assert set(some) == {1, 3, 4, 8}
 

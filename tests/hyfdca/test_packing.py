@@ -156,8 +156,7 @@ def test_block_draws_move_whole_ciphertexts_with_the_plaintext_bits(cancer, part
     packed, packed_records, packed_cert = _run(fed, "fast-paillier", blocked, 10, **SMALL)
     _, sample_records, _ = _run(fed, "fast-paillier", s, 10, **SMALL)
     for client in packed.clients:  # the last round's draws
-        taken = _units_taken(client.drawn, client._blocks.members)
-        assert sorted(taken) == list(client._blocks.blocks(client.drawn))
+        _whole_blocks(client.drawn, client._blocks.members)
     assert packed.server.w.tobytes() == plain.server.w.tobytes()
     for a, b in zip(packed.clients, plain.clients):
         assert a.alpha.tobytes() == b.alpha.tobytes()
@@ -168,18 +167,14 @@ def test_block_draws_move_whole_ciphertexts_with_the_plaintext_bits(cancer, part
                 < 0.7 * sum(r[op] for r in sample_records))
 
 
-def _units_taken(drawn, members):
-    """The rows of ``members`` (-1: empty slot) whose samples make up ``drawn`` one after
-    another in slot order, the last one possibly cut; fails if there are none such."""
-    rows = [tuple(r[r >= 0]) for r in members]
-    taken, start = [], 0
-    while start < drawn.size:
-        ahead = tuple(drawn[start:])
-        match = [j for j, r in enumerate(rows) if ahead[:len(r)] == r[:len(ahead)]]
-        assert len(match) == 1, (drawn, start)
-        taken.append(match[0])
-        start += len(rows[match[0]])
-    return taken
+def _whole_blocks(drawn, members):
+    """The blocks (rows of ``members``, -1: empty slot) holding ``drawn``; fails unless
+    each of them but one is drawn whole and no position is drawn twice."""
+    assert np.unique(drawn).size == drawn.size
+    blocks = [j for j, row in enumerate(members) if np.isin(row[row >= 0], drawn).any()]
+    partial = [j for j in blocks if not np.isin(members[j][members[j] >= 0], drawn).all()]
+    assert len(partial) <= 1, (drawn, partial)
+    return blocks
 
 
 def test_a_packed_client_that_restarts_rejoins_with_the_plaintext_bits(cancer):
