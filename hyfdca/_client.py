@@ -292,14 +292,14 @@ class Client:
         if units is None:
             units = sample_units(self.n_local)
         units = np.asarray(units, dtype=np.int64)
-        filled = np.sort(units[units >= 0])
+        held = units >= 0
         if (units.ndim != 2 or units.shape[1] != self.settings.draw_block
-                or not np.array_equal(filled, np.arange(self.n_local))
-                or not np.all(units[:, 0] >= 0)):
+                or not np.array_equal(np.sort(units[held]), np.arange(self.n_local))
+                or not np.all(held[:, 0]) or np.any(held[:, 1:] & ~held[:, :-1])):
             raise ValueError(
                 f"client {self.id}: the set-up's draw units (shape {units.shape}) are not "
-                f"blocks of draw_block={self.settings.draw_block} positions covering its "
-                f"{self.n_local} samples once each (layout mismatch)")
+                f"blocks of draw_block={self.settings.draw_block} positions in their first "
+                f"slots covering its {self.n_local} samples once each (layout mismatch)")
         return units
 
     def _draw(self, eligible, round_):

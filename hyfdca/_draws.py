@@ -12,9 +12,9 @@ so every candidate is drawn once per pass.
 
 A draw is a draw of *units* (``settings.draw_block`` = b): a unit is one ciphertext block
 of the b-slot layout (``hyfdca._packing``: b samples of one holder set), drawn as a
-sample is drawn above and taken whole until H positions are filled (the last unit cut),
-and the H positions are then put in a random order (a Fisher-Yates shuffle from a second
-key of the round), the order in which the local dual method visits them. With b = 1 a
+sample is drawn above and taken whole until H positions are filled (of the last unit a
+random part), and the H positions are then put in a random order (a Fisher-Yates shuffle
+from a second key of the round), the order in which the local dual method visits them. With b = 1 a
 unit is a sample and the draws are the ones above (no shuffle: they are in random order
 already). With b equal to a packed backend's slots, the round touches H / b ciphertexts
 per vector instead of nearly all of them. Without the shuffle a block's samples would be
@@ -84,39 +84,48 @@ def draw_into(stream_key, round_, n, H, permuted, out, scratch):
 @njit(cache=True)
 def draw_units_into(stream_key, round_, units, cand, n_cand, all_units, H, permuted, out,
                     picks, scratch):
-    """Write H positions into ``out[:H]``: units (rows of ``units``: positions, -1 for an
-    empty slot) drawn as :func:`draw_into` draws among ``n_cand`` candidates
-    (``cand[:n_cand]``: rows of ``units``; every row when ``all_units``), each taken whole,
-    the last one cut at H. ``picks``: at least H slots; ``scratch``: as in
-    :func:`draw_into`, at least ``n_cand`` slots. Every unit holds a position, so at most
-    H units are taken. With units of more than one slot the H positions are then
-    shuffled (:func:`shuffle_into`)."""
+    """Write H positions into ``out[:H]``: units (rows of ``units``: positions in their
+    first slots, -1 in the rest) drawn as :func:`draw_into` draws among ``n_cand``
+    candidates (``cand[:n_cand]``: rows of ``units``; every row when ``all_units``), each
+    taken whole but the last, of which a random part fills H. ``picks``: at least H slots;
+    ``scratch``: as in :func:`draw_into`, at least ``n_cand`` slots. Every unit holds a
+    position, so at most H units are taken. With units of more than one slot the H
+    positions are then put in a random order; the cut and the order come from a second
+    key of the round, apart from the draw's."""
     draw_into(stream_key, round_, n_cand, H, permuted, picks, scratch)
+    order = round_key(stream_key ^ _ORDER_SALT, round_)
     filled = 0
     t = 0
     while filled < H:
         row = picks[t] if all_units else cand[picks[t]]
         t += 1
-        for j in range(units.shape[1]):
-            p = units[row, j]
-            if p >= 0 and filled < H:
-                out[filled] = p
-                filled += 1
+        size = 0
+        while size < units.shape[1] and units[row, size] >= 0:
+            size += 1
+        if filled + size <= H:
+            out[filled:filled + size] = units[row, :size]
+            filled += size
+        else:  # the last unit: a random part of it, not always its first slots
+            part = units[row, :size].copy()
+            order = _shuffle_prefix(order, part, size, H - filled)
+            out[filled:H] = part[:H - filled]
+            filled = H
     if units.shape[1] > 1:
-        shuffle_into(stream_key, round_, out, H)
+        _shuffle_prefix(order, out, H, H)
 
 
 @njit(cache=True)
-def shuffle_into(stream_key, round_, out, H):
-    """Put ``out[:H]`` in a random order (forward Fisher-Yates) keyed by the stream key and
-    the round, apart from the draw's own key."""
-    state = round_key(stream_key ^ _ORDER_SALT, round_)
-    for i in range(H - 1):
-        state, j = _below(state, H - i)
+def _shuffle_prefix(state, a, n, m):
+    """Forward Fisher-Yates on ``a[:n]`` for its first m positions (a uniform random
+    m-subset in a random order there; all of ``a[:n]`` shuffled for m = n); returns the
+    next state."""
+    for i in range(min(m, n - 1)):
+        state, j = _below(state, n - i)
         j += i
-        tmp = out[i]
-        out[i] = out[j]
-        out[j] = tmp
+        tmp = a[i]
+        a[i] = a[j]
+        a[j] = tmp
+    return state
 
 
 def sample_units(n):

@@ -365,6 +365,9 @@ def test_block_draws_take_whole_units_in_a_random_order():
     assert np.array_equal(one_pass, draw_positions((3, 1, 0), 7, units, None, 9, True))
     some = draw_positions((3, 1, 0), 7, units, np.array([1, 3]), 40, permuted=False)
     assert set(some) == {1, 3, 4, 8}
+    wide = np.arange(8).reshape(1, 8)  # a unit wider than H: a random part of it each round
+    seen = set().union(*(draw_positions((3, 1, 0), r, wide, None, 3, True) for r in range(20)))
+    assert seen == set(range(8))
 
 
 @njit

@@ -213,14 +213,17 @@ def test_a_client_refuses_blocks_that_do_not_fit_its_keys(cancer):
 
 
 def test_a_client_refuses_draw_units_that_do_not_fit_its_settings(cancer):
-    """Units of the wrong width, or that hold a position twice, are a layout mismatch."""
+    """Units of the wrong width, that hold a position twice or that leave their first slot
+    empty are a layout mismatch."""
     from hyfdca import _messages as msg
 
     fed = _overlapping(cancer)
     run = HyFDCARun(fed, HyFDCASettings.from_variant("auto", lam=0.01, draw_block=2))
     client = run.clients[0]
     members = np.arange(client.n_local).reshape(-1, 1)
-    for units in (members, np.concatenate([members, members], axis=1)):  # width; twice
+    holes = np.full((client.n_local, 2), -1)
+    holes[:, 1] = np.arange(client.n_local)
+    for units in (members, np.concatenate([members, members], axis=1), holes):
         bad = msg.SetupRequest(np.ones(client.n_local, dtype=np.int64), 6, members, units)
         with pytest.raises(ValueError, match="draw units .*layout mismatch"):
             client.handle(bad)
