@@ -13,10 +13,10 @@ so every candidate is drawn once per pass.
 A draw is a draw of *units* (``settings.draw_block`` = b): a unit is one ciphertext block
 of the b-slot layout (``hyfdca._packing``: b samples of one holder set), drawn as a
 sample is drawn above and taken whole until H positions are filled (of the last unit a
-random part), and the H positions are then put in a random order (a Fisher-Yates shuffle
-from a second key of the round), the order in which the local dual method visits them. With b = 1 a
-unit is a sample and the draws are the ones above (no shuffle: they are in random order
-already). With b equal to a packed backend's slots, the round touches H / b ciphertexts
+random part); the H positions are then put in a random order (a Fisher-Yates shuffle from
+a second key of the round), the order in which the local dual method visits them. With
+b = 1 a unit is a sample and the draws are the ones above (no shuffle: they are in
+random order already). With b equal to a packed backend's slots, the round touches H / b ciphertexts
 per vector instead of nearly all of them. Without the shuffle a block's samples would be
 visited one after another every time it is drawn, which on coherent data costs up to 70%
 more rounds (docs/algorithm.md section 5.4).
@@ -28,7 +28,7 @@ from numba import njit
 from solvers import GAMMA, MUL1, MUL2, mix64
 
 _S11 = np.uint64(11)
-_ORDER_SALT = np.uint64(0x6F72646572)  # "order": the visiting order's key, apart from the draw's
+_ORDER_SALT = np.uint64(0x6F72646572)  # "order": keys the cut and the visiting order
 _TWO_M53 = 2.0 ** -53
 _MASK64 = (1 << 64) - 1
 
