@@ -92,6 +92,11 @@ def draw_units_into(stream_key, round_, units, cand, n_cand, all_units, H, permu
     position, so at most H units are taken. With units of more than one slot the H
     positions are then put in a random order; the cut and the order come from a second
     key of the round, apart from the draw's."""
+    if units.shape[1] == 1:  # a unit is a sample: its position, in the drawn order
+        draw_into(stream_key, round_, n_cand, H, permuted, out, scratch)
+        for t in range(H):
+            out[t] = units[out[t] if all_units else cand[out[t]], 0]
+        return
     draw_into(stream_key, round_, n_cand, H, permuted, picks, scratch)
     order = round_key(stream_key ^ _ORDER_SALT, round_)
     filled = 0
@@ -110,8 +115,7 @@ def draw_units_into(stream_key, round_, units, cand, n_cand, all_units, H, permu
             order = _shuffle_prefix(order, part, size, H - filled)
             out[filled:H] = part[:H - filled]
             filled = H
-    if units.shape[1] > 1:
-        _shuffle_prefix(order, out, H, H)
+    _shuffle_prefix(order, out, H, H)
 
 
 @njit(cache=True)
