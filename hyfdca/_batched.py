@@ -316,12 +316,12 @@ class BatchedHyFDCA:
 
     def _draw_sizes(self, settings):
         """(H_k per client, the offsets of their draws, room for the draws, room for each
-        thread's drawn units)."""
+        thread's drawn units: none where a unit is a sample)."""
         n_rows = np.diff(self.blocks.row_off)
         H = np.array([settings.inner_steps(int(n)) for n in n_rows], dtype=np.int64)
         draw_off = _offsets(H)
-        picks = np.zeros((numba.config.NUMBA_NUM_THREADS, int(H.max(initial=0))),
-                         dtype=np.int64)
+        room = int(H.max(initial=0)) if settings.draw_block > 1 else 0
+        picks = np.zeros((numba.config.NUMBA_NUM_THREADS, room), dtype=np.int64)
         return H, draw_off, np.zeros(int(draw_off[-1]), dtype=np.int64), picks
 
     def _fall_back(self):

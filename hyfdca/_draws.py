@@ -87,11 +87,12 @@ def draw_units_into(stream_key, round_, units, cand, n_cand, all_units, H, permu
     """Write H positions into ``out[:H]``: units (rows of ``units``: positions in their
     first slots, -1 in the rest) drawn as :func:`draw_into` draws among ``n_cand``
     candidates (``cand[:n_cand]``: rows of ``units``; every row when ``all_units``), each
-    taken whole but the last, of which a random part fills H. ``picks``: at least H slots;
-    ``scratch``: as in :func:`draw_into`, at least ``n_cand`` slots. Every unit holds a
-    position, so at most H units are taken. With units of more than one slot the H
-    positions are then put in a random order; the cut and the order come from a second
-    key of the round, apart from the draw's."""
+    taken whole but the last, of which a random part fills H. ``picks``: at least H slots
+    (unused for units of one slot, which are drawn straight into ``out``); ``scratch``: as
+    in :func:`draw_into`, at least ``n_cand`` slots. Every unit holds a position, so at
+    most H units are taken. With units of more than one slot the H positions are then put
+    in a random order; the cut and the order come from a second key of the round, apart
+    from the draw's."""
     if units.shape[1] == 1:  # a unit is a sample: its position, in the drawn order
         draw_into(stream_key, round_, n_cand, H, permuted, out, scratch)
         for t in range(H):
