@@ -12,7 +12,12 @@ round (up and down, ciphertexts at the backend's size) and the ratio of ``pailli
 2048-bit Paillier moduli; BFV at N = 8192 (128-bit security); the masking backend is
 additive masking, not homomorphic encryption, and is shown for reference only.
 
-The reference is ``paillier`` measured in the same run. ``fast-paillier`` and ``bfv``
+The reference is ``paillier`` measured in the same run. Where paillier is too slow to run
+(full a9a: 20 minutes a round), ``paillier charged`` stands in for it: the plaintext
+run's operations per party (the same as paillier's, one value per ciphertext) priced at
+python-paillier's seconds per operation measured in this run
+(``hyfdca.profile.charged_seconds``); with both, the charge's error against the measured
+paillier is printed. ``fast-paillier`` and ``bfv``
 pack their ciphertexts in the protocol's block layout (``hyfdca._packing``: 15 and 8,192
 values per ciphertext); ``fast-paillier slots=1`` is shown beside them.
 
@@ -21,6 +26,8 @@ values per ciphertext); ``fast-paillier slots=1`` is shown beside them.
     python benchmarks/encrypted_rounds.py --rows 3000 --rounds 5   # anything between
     python benchmarks/encrypted_rounds.py --first-rounds 1 --fractions 0.5   # full a9a, ~35 min
     python benchmarks/encrypted_rounds.py --quick --draw-block 15   # block draws
+    python benchmarks/encrypted_rounds.py --draw-block 15 \
+        --backends plain,paillier-charged,mask,fast-paillier,bfv   # 50 rounds, ~40 min
 
 ``--draw-block b``: every backend's run draws whole blocks of b samples
 (``settings.draw_block``); with b = 15, fast-paillier's slots, a round decrypts about
@@ -35,7 +42,7 @@ later rounds under partial participation.
 
 Last line: ``headline: best_he_vs_paillier_round=<x> fast_paillier_vs_paillier_round=<y>``,
 each the smaller of the two participation levels' encryption-time ratios (x: the best
-homomorphic backend other than paillier).
+homomorphic backend other than paillier) to paillier, measured if it ran, else charged.
 """
 
 import os
@@ -55,16 +62,25 @@ import numpy as np  # noqa: E402
 from feddata.datasets import load_dataset, locate_dataset  # noqa: E402
 from feddata.partition import partition_from_spec  # noqa: E402
 from hyfdca import HyFDCASettings  # noqa: E402
-from hyfdca.profile import encryption_ratio, round_breakdown, round_costs_table  # noqa: E402
+from hyfdca.profile import (encryption_ratio, measure_operations, round_breakdown,  # noqa: E402
+                            round_costs_table)
 
-# (label, backend, options)
-BACKENDS = (("plain", "plain", {}), ("mask", "mask", {}), ("paillier", "paillier", {}),
+# (label, backend, options); "paillier charged" is priced from the plain run
+BACKENDS = (("plain", "plain", {}), ("paillier charged", None, {}),
+            ("mask", "mask", {}), ("paillier", "paillier", {}),
             ("fast-paillier slots=1", "fast-paillier", dict(slots=1)),
             ("fast-paillier", "fast-paillier", {}), ("bfv", "bfv", {}))
 HOMOMORPHIC = ("paillier", "fast-paillier slots=1", "fast-paillier", "bfv")
 FRACTIONS = (1.0, 0.5)
 FULL = dict(rows=None, rounds=50)
 QUICK = dict(rows=300, rounds=2)
+CHARGED = "paillier charged"
+
+
+def paillier_costs():
+    """python-paillier's seconds per operation at 2048 bits, one value per ciphertext."""
+    return {c.operation: c.per_value
+            for c in measure_operations("paillier", key_bits=2048, n_values=200, repeats=3)}
 
 
 def problem(rows, fraction, draw_block=1):
@@ -87,8 +103,9 @@ def main():
     parser.add_argument("--first-rounds", type=int,
                         help="measure rounds 0 .. N-1 of every backend, without warm-up")
     parser.add_argument("--backends", default=",".join(label for label, _, _ in BACKENDS),
-                        help="backend labels to measure (comma-separated; paillier is "
-                             "needed for the ratios)")
+                        help="backend labels to measure (comma-separated; paillier or "
+                             "'paillier charged' (or paillier-charged) is needed for the "
+                             "ratios, and the charge needs plain)")
     parser.add_argument("--draw-block", type=int, default=1,
                         help="settings.draw_block of every backend's run (15: whole "
                              "fast-paillier ciphertexts; the runs stay bit-identical)")
@@ -102,7 +119,16 @@ def main():
     cfg = dict(QUICK if args.quick else FULL)
     cfg.update({k: v for k, v in (("rows", args.rows), ("rounds", args.rounds)) if v})
     fractions = tuple(float(f) for f in args.fractions.split(","))
-    chosen = [b for b in BACKENDS if b[0] in args.backends.split(",")]
+    wanted = {name.replace("-charged", " charged") for name in args.backends.split(",")}
+    chosen = [b for b in BACKENDS if b[0] in wanted]
+    labels = [label for label, _, _ in chosen]
+    if CHARGED in labels and "plain" not in labels:
+        raise SystemExit("'paillier charged' is priced from the plain run: add plain")
+    costs = None
+    if CHARGED in labels:
+        costs = paillier_costs()
+        print("python-paillier at 2048 bits, ms per value: " + ", ".join(
+            f"{op} {1e3 * c:.4g}" for op, c in costs.items()), flush=True)
     if args.first_rounds:  # compile the kernels outside every measurement
         fed, settings = problem(300, fractions[0])
         round_breakdown(fed, settings, rounds=1, warmup=0)
@@ -110,25 +136,43 @@ def main():
     for fraction in fractions:
         fed, settings = problem(cfg["rows"], fraction, args.draw_block)
         for label, backend, options in chosen:
+            if backend is None:
+                continue  # charged: from the plain run
             print(f"f = {fraction}: {label} ...", flush=True)
             rounds, warmup = (args.first_rounds, 0) if args.first_rounds else (cfg["rounds"], 1)
+            charge = costs if backend in ("plain", "paillier") else None
             r = results[fraction, label] = round_breakdown(fed, settings, crypto=backend,
                                                            crypto_options=options,
-                                                           rounds=rounds, warmup=warmup)
+                                                           rounds=rounds, warmup=warmup,
+                                                           charge=charge)
             print(f"  {r['wall']:.4g} s per round, {r['encryption']:.4g} s encryption, "
                   f"{r['bytes'] / 1e6:.3f} MB", flush=True)
+            if backend == "plain" and costs is not None:
+                results[fraction, CHARGED] = dict(backend=CHARGED, label=CHARGED,
+                                                  encryption=r["charged"])
+                print(f"  paillier charged: {r['charged']:.4g} s encryption", flush=True)
     rows = f"first {cfg['rows']} rows" if cfg["rows"] else "all rows"
     measured = (f"rounds 0-{args.first_rounds - 1}, no warm-up" if args.first_rounds
                 else f"{cfg['rounds']} rounds after one warm-up")
     blocks = f", draw_block {args.draw_block}" if args.draw_block > 1 else ""
     print(f"\na9a ({rows}), 3x3, hinge, lam 1e-4{blocks}, {measured}")
+    reference = "paillier" if "paillier" in labels else CHARGED
     for fraction in fractions:
-        rows = [dict(results[fraction, label], label=label) for label, _, _ in chosen]
+        rows = [dict(results[fraction, label], label=label) for label in labels]
         print(f"\nparticipation {fraction:g}")
-        print(round_costs_table(rows))
-    if not {"paillier", "fast-paillier"} <= {label for label, _, _ in chosen}:
+        print(round_costs_table(rows, reference=reference))
+        if {"paillier", CHARGED} <= set(labels):
+            measured = results[fraction, "paillier"]
+            print(f"paillier charged / measured: "
+                  f"{results[fraction, CHARGED]['encryption'] / measured['encryption']:.3f} "
+                  f"(the measured run's own operations charged: "
+                  f"{measured['charged'] / measured['encryption']:.3f})")
+    if not {reference, "fast-paillier"} <= set(labels):
         return  # no headline without the reference and fast-paillier
-    ratios = {key: encryption_ratio(results[key[0], "paillier"], r)
+    if reference == CHARGED:
+        print("reference: paillier charged (the plain run's operations per party x "
+              "python-paillier's measured seconds per operation)")
+    ratios = {key: encryption_ratio(results[key[0], reference], r)
               for key, r in results.items()}
     best = max(min(ratios[f, b] for f in fractions) for b in HOMOMORPHIC
                if b != "paillier" and (fractions[0], b) in ratios)

@@ -101,7 +101,8 @@ def operations_table(costs):
 # --- round breakdown ----------------------------------------------------------------------
 
 class _CryptoTimer:
-    """Times every crypto operation of a run, charged to the acting client or the server.
+    """Times and counts every crypto operation of a run, charged to the acting client or
+    the server.
 
     The acting client is known by wrapping each client's public methods (the protocol
     calls one client at a time); everything else is the server's. Secure-sum masking
@@ -111,6 +112,9 @@ class _CryptoTimer:
         self.acting = None
         self.client_seconds = np.zeros(len(run.clients))
         self.server_seconds = 0.0
+        self.counts = run.counts
+        # operations per party (clients, then the server), per ciphertext as run.counts
+        self.operations = np.zeros((len(run.clients) + 1, len(OPERATIONS)), dtype=np.int64)
         key_holders = {id(c.keys): c.keys for c in run.clients}.values()
         targets = [(keys, ("encrypt", "decrypt")) for keys in key_holders]
         targets.append((run.transport.evaluator, ("add", "multiply", "add_at")))
@@ -125,11 +129,15 @@ class _CryptoTimer:
 
     def _timed(self, operation):
         def timed(*args, **kwargs):
+            before = self.counts.as_dict()
             start = time.perf_counter()
             try:
                 return operation(*args, **kwargs)
             finally:
                 elapsed = time.perf_counter() - start
+                after = self.counts.as_dict()
+                party = -1 if self.acting is None else self.acting
+                self.operations[party] += [after[op] - before[op] for op in OPERATIONS]
                 if self.acting is None:
                     self.server_seconds += elapsed
                 else:
@@ -146,35 +154,51 @@ class _CryptoTimer:
         return acting
 
     def take(self):
-        """(slowest client's crypto seconds, server's, everyone's) since the last call;
-        reset."""
+        """(slowest client's crypto seconds, server's, everyone's, the operations per
+        party) since the last call; reset."""
         out = (float(self.client_seconds.max()), self.server_seconds,
-               float(self.client_seconds.sum()) + self.server_seconds)
+               float(self.client_seconds.sum()) + self.server_seconds,
+               self.operations.copy())
         self.client_seconds[:] = 0.0
         self.server_seconds = 0.0
+        self.operations[:] = 0
         return out
 
 
+def charged_seconds(operations, costs):
+    """Encryption seconds of a round charged from its operations per party (rows: the
+    clients, then the server; columns: OPERATIONS) at per-operation ``costs``: the slowest
+    client's encrypt + decrypt seconds plus the server's add + multiply seconds, the same
+    split as the measured figure."""
+    per_party = operations @ np.array([costs[op] for op in OPERATIONS], dtype=np.float64)
+    return float(per_party[:-1].max(initial=0.0)) + float(per_party[-1])
+
+
 def round_breakdown(dataset, settings, *, crypto="plain", crypto_options=None, rounds=5,
-                    warmup=1, seed=0, latencies=LATENCIES):
+                    warmup=1, seed=0, latencies=LATENCIES, charge=None):
     """Mean seconds per round of HyFDCA on ``dataset`` over ``rounds`` rounds after
     ``warmup``: computation, encryption (measured), and communication at each latency.
     Returns a dict with the per-round means (also ``wall``: the one-process run's seconds,
     every client in turn; ``encryption_all``: every client's crypto seconds and the
     server's, the part of ``wall`` that is encryption; ``bytes``: up and down), the RTC
-    per round and one row per latency."""
+    per round and one row per latency. With ``charge`` (seconds per operation), also
+    ``charged``: the mean encryption seconds per round the run's operations per party
+    would cost at those prices (:func:`charged_seconds`; for one value per ciphertext, a
+    plaintext run's counts are those of any one-value backend)."""
     from hyfdca._protocol import HyFDCARun
 
     run = HyFDCARun(dataset, settings, crypto=crypto, crypto_options=crypto_options,
                     seed=seed)
     timer = _CryptoTimer(run)
-    compute, encryption, rtc, wall, everyone, sent = [], [], [], [], [], []
+    compute, encryption, rtc, wall, everyone, sent, charged = [], [], [], [], [], [], []
     for r in range(warmup + rounds):
         start = time.perf_counter()
         record = run.step()
         elapsed = time.perf_counter() - start
-        client_s, server_s, all_s = timer.take()
+        client_s, server_s, all_s, operations = timer.take()
         if r >= warmup:  # the first round compiles kernels and fills caches
+            if charge is not None:
+                charged.append(charged_seconds(operations, charge))
             compute.append(record["compute_seconds"])
             encryption.append(client_s + server_s)
             rtc.append(record["rtc"])
@@ -185,6 +209,8 @@ def round_breakdown(dataset, settings, *, crypto="plain", crypto_options=None, r
                encryption=float(np.mean(encryption)), rtc=float(np.mean(rtc)),
                wall=float(np.mean(wall)), encryption_all=float(np.mean(everyone)),
                bytes=float(np.mean(sent)))
+    if charge is not None:
+        out["charged"] = float(np.mean(charged))
     out["rows"] = [dict(latency=lat, computation=out["computation"],
                         encryption=out["encryption"], communication=lat * out["rtc"])
                    for lat in latencies]
@@ -195,18 +221,24 @@ def round_costs_table(breakdowns, reference="paillier"):
     """Markdown table of :func:`round_breakdown` results (``label`` or ``backend`` names
     a row): wall seconds per round, encryption seconds per round (slowest client +
     server), encryption's share of the wall time (everyone's crypto seconds), MB per round
-    and the ratio of ``reference``'s encryption seconds to the row's (when measured)."""
+    and the ratio of ``reference``'s encryption seconds to the row's (when measured). A
+    row without a figure (a charged row has encryption seconds only) shows "-"."""
     ref = next((b for b in breakdowns if _label(b) == reference), None)
     lines = ["| backend | s per round | encryption s per round | encryption share | "
              "MB per round | " + (f"{reference}'s encryption / this |" if ref else "|"),
              "|---|---|---|---|---|" + ("---|" if ref else "")]
     for b in breakdowns:
-        row = (f"| {_label(b)} | {b['wall']:.4g} | {b['encryption']:.4g} | "
-               f"{b['encryption_all'] / b['wall']:.0%} | {b['bytes'] / 1e6:.3f} |")
+        share = (f"{b['encryption_all'] / b['wall']:.0%}" if "wall" in b else "-")
+        row = (f"| {_label(b)} | {_figure(b, 'wall')} | {b['encryption']:.4g} | {share} | "
+               + (f"{b['bytes'] / 1e6:.3f} |" if "bytes" in b else "- |"))
         if ref:
             row += f" {encryption_ratio(ref, b):.1f}x |"
         lines.append(row)
     return "\n".join(lines)
+
+
+def _figure(breakdown, key):
+    return f"{breakdown[key]:.4g}" if key in breakdown else "-"
 
 
 def encryption_ratio(reference, breakdown):
