@@ -61,12 +61,11 @@ class VerticalRound:
     updates (rho = "norm", norm-share weights, every sample drawn)."""
 
     def __init__(self, fed, lam):
-        self.X = sp.csr_matrix(fed.reassemble()[0])
-        self.y = np.asarray(fed.reassemble()[1], dtype=np.float64)
+        X, y = fed.reassemble()
+        self.X, self.y = sp.csr_matrix(X), np.asarray(y, dtype=np.float64)
         self.n = self.X.shape[0]
         self.lam, self.lam_n = lam, lam * self.n
-        self.blocks = [sp.csr_matrix(self.X[:, fed.feature_ids[k]])
-                       for k in range(fed.n_clients)]
+        self.blocks = [sp.csr_matrix(self.X[:, block.feature_ids]) for block in fed.blocks]
         self.q = np.asarray(self.X.multiply(self.X).sum(axis=1)).ravel()
         parts = [np.asarray(B.multiply(B).sum(axis=1)).ravel() for B in self.blocks]
         ones = np.ones(self.n)
@@ -149,7 +148,7 @@ def main():
     data = load_dataset("a9a")
     fed = partition_from_spec(data.X, np.asarray(data.y, dtype=np.float64), args.partition,
                               seed=0)
-    if any(ids.size != fed.n_samples for ids in fed.sample_ids):
+    if any(block.sample_ids.size != fed.n_samples for block in fed.blocks):
         raise SystemExit(f"{args.partition} is not a vertical split (1xQ)")
     sim = VerticalRound(fed, args.lam)
     p_star = centralized_solution(sim.X, sim.y, loss="hinge", lam=args.lam)[0]
