@@ -9,7 +9,7 @@ extrapolates the margin change of its own features with rho_i), g* is 0.003-0.03
 w(alpha) swings between two states every other round (relative loss 0.2 and 3.5 at lam
 1e-5, 3x3): the dual creeps.
 
-This script simulates that round in the clear (numpy; ``hyfdca._round``'s
+This script simulates that round in the clear (numpy; ``hyfdca.rules``'
 LocalDualMethod and norm-share weights, every sample drawn each round, iic = 1) and
 compares two rules for the step, hinge loss, over the same rounds:
 
@@ -48,8 +48,8 @@ import scipy.sparse as sp  # noqa: E402
 from feddata.datasets import load_dataset, locate_dataset  # noqa: E402
 from feddata.partition import partition_from_spec  # noqa: E402
 from hyfdca import HyFDCASettings  # noqa: E402
-from hyfdca._batched import BatchedHyFDCA  # noqa: E402
-from hyfdca._round import aggregation_weights, local_dual_method  # noqa: E402
+from hyfdca import BatchedHyFDCA  # noqa: E402
+from hyfdca.rules import aggregation_weights, line_search_step, local_dual_method  # noqa: E402
 from solvers import LOSS_CODES, centralized_solution  # noqa: E402
 
 REPORT = (10, 25, 50, 100, 200, 400, 800)
@@ -102,9 +102,8 @@ def run_rule(sim, rule, rounds, seed, p_star):
         delta = sim.delta(alpha, rng.permutation(sim.n).astype(np.int64))
         dw = sim.w(delta)
         s1 = float(np.mean(sim.y * delta))
-        if rule == "line search":
-            curvature = sim.lam * dw @ dw
-            g = float(np.clip((s1 - sim.lam * w @ dw) / curvature, 0, 1)) if curvature else 1.0
+        if rule == "line search":  # the engines' step (hinge: no conjugate curvature)
+            g = line_search_step((s1, 0.0, 0.0), w, dw, sim.lam, 0.0)
             new = alpha + g * delta
         else:
             ew = sim.w(step)
