@@ -1,34 +1,39 @@
 #!/usr/bin/env python
 """A probe of the update rule, not of the protocol: does a momentum term speed up HyFDCA's
-dual ascent on a vertical split under full participation?
+dual ascent under full participation?
 
 At full participation the default (auto-full) adds the holders' weighted mean Delta of
 their LocalDualMethod updates with the exact line search g* on the dual (docs/algorithm.md
-sections 3-4). On a vertical split of a9a the local updates overshoot (each holder
-extrapolates the margin change of its own features with rho_i), g* is 0.003-0.03 and
-w(alpha) swings between two states every other round (relative loss 0.2 and 3.5 at lam
-1e-5, 3x3): the dual creeps.
+sections 3-4). Where samples have several holders (vertical and hybrid splits of a9a)
+the local updates overshoot (each holder extrapolates the margin change of its own
+features with rho_i), g* is 0.003-0.03 and w(alpha) swings between two states every other
+round (relative loss 0.2 and 3.5 at lam 1e-5, 3x3): the dual creeps.
 
-This script simulates that round in the clear (numpy; ``hyfdca.rules``'
-LocalDualMethod and norm-share weights, every sample drawn each round, iic = 1) and
-compares two rules for the step, hinge loss, over the same rounds:
+This script simulates that round in the clear (numpy; ``hyfdca.rules``' LocalDualMethod,
+norm-share weights and line search; every sample drawn each round, iic = 1, holders of a
+sample group in one order) and compares three rules for the step, hinge loss, over the
+same rounds:
 
 * ``line search`` (today): alpha += g* Delta, g* in [0, 1] maximising D exactly;
 * ``momentum``: alpha += g Delta + b e, e the previous round's applied step, (g, b) the
   exact maximiser of D's quadratic model (g clipped to [0, 1]), then alpha clipped to the
-  hinge box 0 <= alpha_i y_i <= 1. The clip is what no secure protocol of this code does
-  yet (the server cannot clip Enc(alpha)): the figure is what momentum could buy, an
-  upper bound for a protocol design, not a feature.
+  hinge box 0 <= alpha_i y_i <= 1 (the clip is outside the model, so D can fall);
+* ``momentum, guarded``: the momentum point where its D is at least the line search
+  point's, else the line search point (D never falls).
+
+No secure protocol of this code clips Enc(alpha) or compares the two points yet: the
+figures are what momentum could buy, input for a protocol design, not a feature.
 
 ``--check-engine`` also runs the batched engine (the protocol's iterates) on the same
 partition with the default settings and prints its dual beside the simulated line
-search, which should agree to about three digits (the draw orders differ).
+search (they agree to a few per cent; the draw orders differ).
 
     python benchmarks/dual_momentum_probe.py                  # a9a 1x3, lam 1e-5, 200 rounds
-    python benchmarks/dual_momentum_probe.py --lam 1e-4 --check-engine
+    python benchmarks/dual_momentum_probe.py --lam 1e-4 --partition 3x3 --check-engine
 
 Last line: ``headline: rounds=<R> dual_gap_line_search=<x> dual_gap_momentum=<y>
-ratio=<x/y>``, the dual gaps (P* - D(alpha)) / P* after R rounds.
+dual_gap_guarded=<z> ratio_guarded=<x/z>``, the dual gaps (P* - D(alpha)) / P* after R
+rounds.
 """
 
 import os
@@ -53,25 +58,34 @@ from hyfdca.rules import aggregation_weights, line_search_step, local_dual_metho
 from solvers import LOSS_CODES, centralized_solution  # noqa: E402
 
 REPORT = (10, 25, 50, 100, 200, 400, 800)
+RULES = ("line search", "momentum", "momentum, guarded")
 
 
-class VerticalRound:
-    """Full-participation HyFDCA rounds on the feature blocks of ``fed`` (one sample
-    group), in the clear: Delta, the weighted mean of the holders' LocalDualMethod
-    updates (rho = "norm", norm-share weights, every sample drawn)."""
+class FullRound:
+    """Full-participation HyFDCA rounds on the client blocks of ``fed``, in the clear:
+    Delta, the weighted mean over each sample's holders of their LocalDualMethod updates
+    (rho = "norm", norm-share weights, sigma 1, every sample drawn, holders of a sample
+    group in the same order: auto-full's settings)."""
 
     def __init__(self, fed, lam):
         X, y = fed.reassemble()
         self.X, self.y = sp.csr_matrix(X), np.asarray(y, dtype=np.float64)
         self.n = self.X.shape[0]
         self.lam, self.lam_n = lam, lam * self.n
-        self.blocks = [sp.csr_matrix(self.X[:, block.feature_ids]) for block in fed.blocks]
         self.q = np.asarray(self.X.multiply(self.X).sum(axis=1)).ravel()
-        parts = [np.asarray(B.multiply(B).sum(axis=1)).ravel() for B in self.blocks]
-        ones = np.ones(self.n)
-        self.rho = [np.where(p > 0, self.q / np.where(p > 0, p, 1.0), 1.0) for p in parts]
-        self.weights = [aggregation_weights("norm-share", ones * len(parts), self.q, p)
-                        for p in parts]
+        counts = np.zeros(self.n)
+        for block in fed.blocks:
+            counts[block.sample_ids] += 1
+        self.clients = []
+        for block in fed.blocks:
+            ids = np.asarray(block.sample_ids)
+            B = sp.csr_matrix(self.X[ids][:, block.feature_ids])
+            part, q = np.asarray(B.multiply(B).sum(axis=1)).ravel(), self.q[ids]
+            rho = np.where(part > 0, q / np.where(part > 0, part, 1.0), 1.0)
+            weight = aggregation_weights("norm-share", counts[ids], q, part)
+            position = np.full(self.n, -1, dtype=np.int64)
+            position[ids] = np.arange(ids.size)
+            self.clients.append((ids, B, rho, weight, position))
 
     def w(self, alpha):
         return self.X.T @ alpha / self.lam_n
@@ -83,12 +97,14 @@ class VerticalRound:
     def delta(self, alpha, order):
         z = self.X @ self.w(alpha)
         out = np.zeros(self.n)
-        for B, rho, weight in zip(self.blocks, self.rho, self.weights):
+        for ids, B, rho, weight, position in self.clients:
+            local = position[order]
             dalpha, _ = local_dual_method(B.data, B.indices.astype(np.int64),
-                                          B.indptr.astype(np.int64), self.y, alpha, z,
-                                          self.q, rho, order, LOSS_CODES["hinge"],
+                                          B.indptr.astype(np.int64), self.y[ids],
+                                          alpha[ids], z[ids], self.q[ids], rho,
+                                          local[local >= 0], LOSS_CODES["hinge"],
                                           self.lam_n, 1.0, 0.0, B.shape[1])
-            out += weight * dalpha
+            out[ids] += weight * dalpha
         return out
 
 
@@ -102,16 +118,17 @@ def run_rule(sim, rule, rounds, seed, p_star):
         delta = sim.delta(alpha, rng.permutation(sim.n).astype(np.int64))
         dw = sim.w(delta)
         s1 = float(np.mean(sim.y * delta))
-        if rule == "line search":  # the engines' step (hinge: no conjugate curvature)
-            g = line_search_step((s1, 0.0, 0.0), w, dw, sim.lam, 0.0)
-            new = alpha + g * delta
-        else:
+        g = line_search_step((s1, 0.0, 0.0), w, dw, sim.lam, 0.0)  # the engines' step
+        new = alpha + g * delta
+        if rule != "line search":
             ew = sim.w(step)
             A = sim.lam * np.array([[dw @ dw, dw @ ew], [dw @ ew, ew @ ew]])
             b = np.array([s1 - sim.lam * w @ dw, float(np.mean(sim.y * step)) - sim.lam * w @ ew])
             g, m = np.linalg.lstsq(A, b, rcond=None)[0]
-            new = alpha + float(np.clip(g, 0, 1)) * delta + m * step
-            new = np.clip(new * sim.y, 0.0, 1.0) * sim.y   # the hinge box
+            moved = alpha + float(np.clip(g, 0, 1)) * delta + m * step
+            moved = np.clip(moved * sim.y, 0.0, 1.0) * sim.y   # the hinge box
+            if rule == "momentum" or sim.dual(moved) >= sim.dual(new):
+                new = moved
         step, alpha = new - alpha, new
         dual = sim.dual(alpha)
         if r > 1 and dual < before - 1e-12:
@@ -136,7 +153,7 @@ def engine_gaps(fed, lam, rounds, p_star):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--lam", type=float, default=1e-5)
-    parser.add_argument("--partition", default="1x3", help="a vertical split (1xQ)")
+    parser.add_argument("--partition", default="1x3", help="a partition spec (1x3: vertical)")
     parser.add_argument("--rounds", type=int, default=200)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--check-engine", action="store_true")
@@ -147,14 +164,12 @@ def main():
     data = load_dataset("a9a")
     fed = partition_from_spec(data.X, np.asarray(data.y, dtype=np.float64), args.partition,
                               seed=0)
-    if any(block.sample_ids.size != fed.n_samples for block in fed.blocks):
-        raise SystemExit(f"{args.partition} is not a vertical split (1xQ)")
-    sim = VerticalRound(fed, args.lam)
+    sim = FullRound(fed, args.lam)
     p_star = centralized_solution(sim.X, sim.y, loss="hinge", lam=args.lam)[0]
     print(f"a9a {args.partition}, hinge, lam {args.lam:g}, full participation, iic 1; "
           f"P* = {p_star:.6f}; (P* - D(alpha)) / P* after each round count:")
     results = {rule: run_rule(sim, rule, args.rounds, args.seed, p_star)
-               for rule in ("line search", "momentum")}
+               for rule in RULES}
     if args.check_engine:
         results["engine (default)"] = (engine_gaps(fed, args.lam, args.rounds, p_star), None)
     shown = sorted(results["line search"][0])
@@ -163,11 +178,9 @@ def main():
     for rule, (gaps, falls) in results.items():
         fell = "-" if falls is None else f"{len(falls)}"
         print(f"| {rule} | " + " | ".join(f"{gaps[r]:.4g}" for r in shown) + f" | {fell} |")
-    x = results["line search"][0][args.rounds]
-    y = results["momentum"][0][args.rounds]
+    x, y, z = (results[rule][0][args.rounds] for rule in RULES)
     print(f"headline: rounds={args.rounds} dual_gap_line_search={x:.4g} "
-          f"dual_gap_momentum={y:.4g} ratio={x / y:.1f}")
-
+          f"dual_gap_momentum={y:.4g} dual_gap_guarded={z:.4g} ratio_guarded={x / z:.1f}")
 
 if __name__ == "__main__":
     main()
