@@ -45,8 +45,8 @@ from hyfdca._draws import sample_units, stream_key
 from hyfdca._encoding_range import check_encoding_range
 from hyfdca._packing import draw_units
 from hyfdca._round import (aggregation_weights, choose_step, correction_factors,
-                           draws_all_samples, eligible_samples, is_full_step,
-                           line_search_term_count, margins_are_local, new_step_record,
+                           draws_all_samples, eligible_samples, line_search_term_count,
+                           margins_are_local, new_step_record, participants_are_synced,
                            plan_round, sampling_streams, stalls, step_bits)
 from hyfdca._settings import check_classification_labels
 
@@ -400,7 +400,8 @@ class BatchedHyFDCA:
         self._check("alpha")
         if n_touched:
             self.version += 1
-        kern.settle(avail, B, P, duals, R, cur, g, is_full_step(m, s), self.version)
+        kern.settle(avail, B, P, duals, R, cur, g,
+                    participants_are_synced(m, s, self.frac_bits), self.version)
         dw *= g  # w + g dw, as the protocol's server computes it, without temporaries
         self.w += dw
         if plan.second_inner_product:

@@ -629,9 +629,10 @@ def apply_step(R, n_union, stamp, duals, m, multiply, version):
 
 
 @njit(cache=True, parallel=True)
-def settle(avail, B, P, duals, R, cur, g, full_step, version):
+def settle(avail, B, P, duals, R, cur, g, synced, version):
     """Every available client settles its tentative step on its union holdings:
-    alpha_i += g d_i; after a full step its copy equals the server's (no sync needed)."""
+    alpha_i += g d_i; where ``synced`` (``_round.participants_are_synced``) its copy then
+    equals the server's (no sync needed)."""
     hold_sample, alpha_loc, synced_at = B.hold_sample, duals.alpha_loc, duals.synced_at
     enc_delta, inv_frac_scale = R.enc_delta, P.inv_frac_scale
     lst, seg = cur.lst, cur.seg
@@ -641,7 +642,7 @@ def settle(avail, B, P, duals, R, cur, g, full_step, version):
             h = lst[t]
             alpha_loc[h] = alpha_loc[h] + g * (np.float64(enc_delta[hold_sample[h]])
                                                * inv_frac_scale)
-        if full_step:
+        if synced:
             synced_at[k] = version
 
 

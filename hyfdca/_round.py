@@ -20,7 +20,8 @@ plain switches from the settings (draws permuted or random, line search on or of
   holder's last part (stale) counts.
 - The line search: each holder's terms of the secure sums (:func:`line_search_terms`,
   :func:`line_search_shares`), the server's step g (:func:`choose_step`) and its
-  fixed-point form (:func:`step_bits`, :func:`is_full_step`); when it has stalled
+  fixed-point form (:func:`step_bits`), whether the participants then hold the server's
+  alpha (:func:`participants_are_synced`: no dual sync is due); when it has stalled
   (:func:`stalls`: the switch to ``HyFDCASettings.after_stall``).
 """
 
@@ -308,6 +309,29 @@ def is_full_step(m, settings):
     """After a full step (g = 1) every participant's copy alpha + dalpha equals the
     server's alpha: no sync is due."""
     return m == 1 << step_bits(settings)
+
+
+BOXED_LOSSES = ("hinge", "smoothed_hinge", "logistic")  # dual box |alpha_i| <= 1
+
+
+def settles_exactly(settings, frac_bits):
+    """Whether a participant's settled copy alpha_i + g dalpha_i (float64) equals the
+    server's alpha_i after any step g = m / 2^s, so that no sync is due after it either.
+
+    The server holds alpha_i as the integer a at 2^(f + s) fractional bits and adds
+    m d, d the aggregated dalpha_i at f bits; the client computes a 2^-(f+s) +
+    (m 2^-s)(d 2^-f). Where |alpha_i| <= 1 and |dalpha_i| <= 1 (the box of the hinge,
+    smoothed hinge and logistic duals, which alpha_i and alpha_i + dalpha_i stay in),
+    every term and the sum lie on the 2^-(f+s) grid below 2 in magnitude, exact in the
+    53-bit significand when f + s + 2 <= 53 (default 32 + 16)."""
+    return settings.loss in BOXED_LOSSES and frac_bits + step_bits(settings) + 2 <= 53
+
+
+def participants_are_synced(m, settings, frac_bits):
+    """After the step m every participant holds the server's alpha on its samples (it
+    received the aggregated dalpha of all of them): :func:`is_full_step` or
+    :func:`settles_exactly`."""
+    return is_full_step(m, settings) or settles_exactly(settings, frac_bits)
 
 
 def new_step_record():

@@ -17,7 +17,8 @@ import numpy as np
 from hyfdca import _messages as msg
 from hyfdca._certificate import choose_point
 from hyfdca._packing import BlockLayout, draw_units
-from hyfdca._round import choose_step, is_full_step, new_step_record, stalls, step_bits
+from hyfdca._round import (choose_step, new_step_record, participants_are_synced, stalls,
+                           step_bits)
 
 
 class Server:
@@ -228,15 +229,15 @@ class Server:
                 if self.step_bits:
                     step = self.evaluator.multiply(step, m, self.step_bits)
                 self.evaluator.add_at(self.enc_alpha, blocks, step)
-            # the participants hold alpha + dalpha on these entries: unless g = 1 they
-            # must be synced again, so the entries count as changed
+            # the entries changed for every holder that did not take part
             self.version += 1
             self.changed_at[ids] = self.version
+        synced = participants_are_synced(m, s, self.frac_bits)
         for k, update in updates.items():
             self.contribution[k] += g * update.tentative
             self.client_step[k] = g
-            if is_full_step(m, s):
-                self.synced_at[k] = self.version  # the client already holds alpha + dalpha
+            if synced:  # its settled alpha + g dalpha is the server's alpha
+                self.synced_at[k] = self.version
             if next_draws is not None:
                 self.drawn[k] = next_draws[k]
         self.w = self.w + g * dw

@@ -415,3 +415,29 @@ def test_federated_prediction_equals_the_pooled_models(cancer):
         HyFDCARun(train_fed, settings).predict(new.n_samples)
     with pytest.raises(ValueError, match="holds no prediction block"):
         HyFDCARun(train_fed, settings).predict(new.n_samples, w=run.model)
+
+
+@pytest.mark.parametrize("loss, synced", [("hinge", True), ("logistic", True),
+                                          ("squared", False)])
+def test_participants_hold_the_servers_alpha_after_a_partial_step(small, loss, synced):
+    """After a step g < 1 a participant's settled alpha_i + g dalpha_i is the server's
+    alpha_i bit for bit where the dual box bounds alpha (``_round.settles_exactly``), so
+    the server owes it no dual sync; for the squared loss it still syncs."""
+    from hyfdca import HyFDCARun
+
+    X, y = small
+    y_fit = y if loss != "squared" else X[:, 0] * 3.0
+    fed = P.hybrid_grid(X, y_fit, 3, 3)
+    run = HyFDCARun(fed, HyFDCASettings.from_variant("auto", loss=loss, lam=LAM), seed=2)
+    partial = 0
+    for _ in range(6):
+        record = run.step()
+        partial += record["step"] < 1
+        alpha = server_alpha(run)
+        for k, client in enumerate(run.clients):
+            settled = client.settled_alpha(run.server.client_step[k])
+            owed = run.server.synced_at[k] < run.server.version
+            if synced:
+                np.testing.assert_array_equal(settled, alpha[fed.blocks[k].sample_ids])
+            assert owed != synced or record["step"] == 1
+    assert partial >= 3   # the line search took partial steps
