@@ -170,35 +170,41 @@ def charged_seconds(operations, costs):
     clients, then the server; columns: OPERATIONS) at per-operation ``costs``: the slowest
     client's encrypt + decrypt seconds plus the server's add + multiply seconds, the same
     split as the measured figure."""
-    per_party = operations @ np.array([costs[op] for op in OPERATIONS], dtype=np.float64)
+    prices = np.array([costs[op] for op in OPERATIONS], dtype=np.float64)
+    per_party = np.asarray(operations, dtype=np.float64) @ prices
     return float(per_party[:-1].max(initial=0.0)) + float(per_party[-1])
 
 
+def charged_encryption(breakdown, costs):
+    """Mean encryption seconds per round that a :func:`round_breakdown`'s operations per
+    party cost at ``costs`` (seconds per operation; :func:`charged_seconds`). A plaintext
+    run's operations are those of any backend with one value per ciphertext (the same
+    protocol), so this prices paillier without running it."""
+    return float(np.mean([charged_seconds(ops, costs) for ops in breakdown["operations"]]))
+
+
 def round_breakdown(dataset, settings, *, crypto="plain", crypto_options=None, rounds=5,
-                    warmup=1, seed=0, latencies=LATENCIES, charge=None):
+                    warmup=1, seed=0, latencies=LATENCIES):
     """Mean seconds per round of HyFDCA on ``dataset`` over ``rounds`` rounds after
     ``warmup``: computation, encryption (measured), and communication at each latency.
     Returns a dict with the per-round means (also ``wall``: the one-process run's seconds,
     every client in turn; ``encryption_all``: every client's crypto seconds and the
     server's, the part of ``wall`` that is encryption; ``bytes``: up and down), the RTC
-    per round and one row per latency. With ``charge`` (seconds per operation), also
-    ``charged``: the mean encryption seconds per round the run's operations per party
-    would cost at those prices (:func:`charged_seconds`; for one value per ciphertext, a
-    plaintext run's counts are those of any one-value backend)."""
+    per round and one row per latency; ``operations``: each measured round's operations
+    per party (:func:`charged_encryption` prices them)."""
     from hyfdca._protocol import HyFDCARun
 
     run = HyFDCARun(dataset, settings, crypto=crypto, crypto_options=crypto_options,
                     seed=seed)
     timer = _CryptoTimer(run)
-    compute, encryption, rtc, wall, everyone, sent, charged = [], [], [], [], [], [], []
+    compute, encryption, rtc, wall, everyone, sent, counted = [], [], [], [], [], [], []
     for r in range(warmup + rounds):
         start = time.perf_counter()
         record = run.step()
         elapsed = time.perf_counter() - start
         client_s, server_s, all_s, operations = timer.take()
         if r >= warmup:  # the first round compiles kernels and fills caches
-            if charge is not None:
-                charged.append(charged_seconds(operations, charge))
+            counted.append(operations.tolist())  # JSON-ready (profile.json)
             compute.append(record["compute_seconds"])
             encryption.append(client_s + server_s)
             rtc.append(record["rtc"])
@@ -208,9 +214,7 @@ def round_breakdown(dataset, settings, *, crypto="plain", crypto_options=None, r
     out = dict(backend=crypto, rounds=rounds, computation=float(np.mean(compute)),
                encryption=float(np.mean(encryption)), rtc=float(np.mean(rtc)),
                wall=float(np.mean(wall)), encryption_all=float(np.mean(everyone)),
-               bytes=float(np.mean(sent)))
-    if charge is not None:
-        out["charged"] = float(np.mean(charged))
+               bytes=float(np.mean(sent)), operations=counted)
     out["rows"] = [dict(latency=lat, computation=out["computation"],
                         encryption=out["encryption"], communication=lat * out["rtc"])
                    for lat in latencies]
