@@ -417,8 +417,8 @@ def test_federated_prediction_equals_the_pooled_models(cancer):
         HyFDCARun(train_fed, settings).predict(new.n_samples, w=run.model)
 
 
-@pytest.mark.parametrize("loss, synced", [("hinge", True), ("logistic", True),
-                                          ("squared", False)])
+@pytest.mark.parametrize("loss, synced", [("hinge", True), ("smoothed_hinge", True),
+                                          ("logistic", True), ("squared", False)])
 def test_participants_hold_the_servers_alpha_after_a_partial_step(small, loss, synced):
     """After a step g < 1 a participant's settled alpha_i + g dalpha_i is the server's
     alpha_i bit for bit where the dual box bounds alpha (``_round.settles_exactly``), so
