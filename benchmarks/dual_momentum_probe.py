@@ -52,9 +52,9 @@ import scipy.sparse as sp  # noqa: E402
 
 from feddata.datasets import load_dataset, locate_dataset  # noqa: E402
 from feddata.partition import partition_from_spec  # noqa: E402
-from hyfdca import HyFDCASettings  # noqa: E402
-from hyfdca import BatchedHyFDCA  # noqa: E402
-from hyfdca.rules import aggregation_weights, line_search_step, local_dual_method  # noqa: E402
+from hyfdca import BatchedHyFDCA, HyFDCASettings  # noqa: E402
+from hyfdca.rules import (aggregation_weights, correction_factors,  # noqa: E402
+                          line_search_step, local_dual_method)
 from solvers import LOSS_CODES, centralized_solution  # noqa: E402
 
 REPORT = (10, 25, 50, 100, 200, 400, 800)
@@ -73,16 +73,13 @@ class FullRound:
         self.n = self.X.shape[0]
         self.lam, self.lam_n = lam, lam * self.n
         self.q = np.asarray(self.X.multiply(self.X).sum(axis=1)).ravel()
-        counts = np.zeros(self.n)
-        for block in fed.blocks:
-            counts[block.sample_ids] += 1
         self.clients = []
         for block in fed.blocks:
             ids = np.asarray(block.sample_ids)
             B = sp.csr_matrix(self.X[ids][:, block.feature_ids])
             part, q = np.asarray(B.multiply(B).sum(axis=1)).ravel(), self.q[ids]
-            rho = np.where(part > 0, q / np.where(part > 0, part, 1.0), 1.0)
-            weight = aggregation_weights("norm-share", counts[ids], q, part)
+            rho = correction_factors("norm", q, part)
+            weight = aggregation_weights("norm-share", fed.holder_counts[ids], q, part)
             position = np.full(self.n, -1, dtype=np.int64)
             position[ids] = np.arange(ids.size)
             self.clients.append((ids, B, rho, weight, position))
@@ -120,6 +117,7 @@ def run_rule(sim, rule, rounds, seed, p_star):
         s1 = float(np.mean(sim.y * delta))
         g = line_search_step((s1, 0.0, 0.0), w, dw, sim.lam, 0.0)  # the engines' step
         new = alpha + g * delta
+        dual = sim.dual(new)
         if rule != "line search":
             ew = sim.w(step)
             A = sim.lam * np.array([[dw @ dw, dw @ ew], [dw @ ew, ew @ ew]])
@@ -127,10 +125,10 @@ def run_rule(sim, rule, rounds, seed, p_star):
             g, m = np.linalg.lstsq(A, b, rcond=None)[0]
             moved = alpha + float(np.clip(g, 0, 1)) * delta + m * step
             moved = np.clip(moved * sim.y, 0.0, 1.0) * sim.y   # the hinge box
-            if rule == "momentum" or sim.dual(moved) >= sim.dual(new):
-                new = moved
+            moved_dual = sim.dual(moved)
+            if rule == "momentum" or moved_dual >= dual:
+                new, dual = moved, moved_dual
         step, alpha = new - alpha, new
-        dual = sim.dual(alpha)
         if r > 1 and dual < before - 1e-12:
             falls.append(r)
         before = dual
@@ -181,6 +179,7 @@ def main():
     x, y, z = (results[rule][0][args.rounds] for rule in RULES)
     print(f"headline: rounds={args.rounds} dual_gap_line_search={x:.4g} "
           f"dual_gap_momentum={y:.4g} dual_gap_guarded={z:.4g} ratio_guarded={x / z:.1f}")
+
 
 if __name__ == "__main__":
     main()

@@ -145,9 +145,9 @@ def main():
                   f"{r['bytes'] / 1e6:.3f} MB", flush=True)
     if costs is not None:
         later = paillier_costs()
-        for when, measured in (("before", costs), ("after", later)):
+        for when, prices in (("before", costs), ("after", later)):
             print(f"python-paillier at 2048 bits, ms per value, {when} the runs: " + ", ".join(
-                f"{op} {1e3 * c:.4g}" for op, c in measured.items()))
+                f"{op} {1e3 * c:.4g}" for op, c in prices.items()))
         costs = {op: min(costs[op], later[op]) for op in costs}
         for fraction in fractions:
             results[fraction, CHARGED] = dict(
@@ -164,11 +164,11 @@ def main():
         print(f"\nparticipation {fraction:g}")
         print(round_costs_table(rows, reference=reference))
         if {"paillier", CHARGED} <= set(labels):
-            measured = results[fraction, "paillier"]
+            paillier = results[fraction, "paillier"]
             print(f"paillier charged / measured: "
-                  f"{results[fraction, CHARGED]['encryption'] / measured['encryption']:.3f} "
+                  f"{results[fraction, CHARGED]['encryption'] / paillier['encryption']:.3f} "
                   f"(the measured run's own operations charged: "
-                  f"{charged_encryption(measured, costs) / measured['encryption']:.3f})")
+                  f"{charged_encryption(paillier, costs) / paillier['encryption']:.3f})")
     if not {reference, "fast-paillier"} <= set(labels):
         return  # no headline without the reference and fast-paillier
     if reference == CHARGED:

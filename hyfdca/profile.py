@@ -232,17 +232,14 @@ def round_costs_table(breakdowns, reference="paillier"):
              "MB per round | " + (f"{reference}'s encryption / this |" if ref else "|"),
              "|---|---|---|---|---|" + ("---|" if ref else "")]
     for b in breakdowns:
-        share = (f"{b['encryption_all'] / b['wall']:.0%}" if "wall" in b else "-")
-        row = (f"| {_label(b)} | {_figure(b, 'wall')} | {b['encryption']:.4g} | {share} | "
-               + (f"{b['bytes'] / 1e6:.3f} |" if "bytes" in b else "- |"))
+        measured = "wall" in b
+        wall, share, mb = ((f"{b['wall']:.4g}", f"{b['encryption_all'] / b['wall']:.0%}",
+                            f"{b['bytes'] / 1e6:.3f}") if measured else ("-", "-", "-"))
+        row = f"| {_label(b)} | {wall} | {b['encryption']:.4g} | {share} | {mb} |"
         if ref:
             row += f" {encryption_ratio(ref, b):.1f}x |"
         lines.append(row)
     return "\n".join(lines)
-
-
-def _figure(breakdown, key):
-    return f"{breakdown[key]:.4g}" if key in breakdown else "-"
 
 
 def encryption_ratio(reference, breakdown):
