@@ -20,20 +20,22 @@ before the first run and after the last, the lower of the two per operation (a b
 machine inflates a measurement; the lower one favours paillier, so the ratios are
 conservative); with both, the charge's error against the measured paillier is printed.
 ``fast-paillier`` and ``bfv`` pack their ciphertexts in the protocol's block layout
-(``hyfdca._packing``: 15 and 8,192 values per ciphertext); ``fast-paillier slots=1`` is
-shown beside them.
+(``hyfdca._packing``: 24 and 8,192 values per ciphertext; fast-paillier's 83-bit slots
+are sized for the hinge's dual box, ``hyfdca._encoding_range.packing_options``, 128-bit
+slots, 15 per ciphertext, where a loss has no box); ``fast-paillier slots=1`` is shown
+beside them.
 
     python benchmarks/encrypted_rounds.py           # full a9a, 50 rounds (~10 hours)
     python benchmarks/encrypted_rounds.py --quick   # first 300 rows, 2 rounds (~1 min)
     python benchmarks/encrypted_rounds.py --rows 3000 --rounds 5   # anything between
     python benchmarks/encrypted_rounds.py --first-rounds 1 --fractions 0.5   # full a9a, ~35 min
-    python benchmarks/encrypted_rounds.py --quick --draw-block 15   # block draws
-    python benchmarks/encrypted_rounds.py --draw-block 15 \
+    python benchmarks/encrypted_rounds.py --quick --draw-block 24   # block draws
+    python benchmarks/encrypted_rounds.py --draw-block 24 \
         --backends plain,paillier-charged,mask,fast-paillier,bfv   # 50 rounds, ~40 min
 
 ``--draw-block b``: every backend's run draws whole blocks of b samples
-(``settings.draw_block``); with b = 15, fast-paillier's slots, a round decrypts about
-H/15 ciphertexts per vector instead of nearly every block of a client. The runs of all
+(``settings.draw_block``); with b = 24, fast-paillier's slots, a round decrypts about
+H/24 ciphertexts per vector instead of nearly every block of a client. The runs of all
 backends stay bit-identical to each other (not to the runs with b = 1).
 
 ``--first-rounds N``: every backend measures rounds 0 .. N-1 with no warm-up round (a
@@ -109,7 +111,7 @@ def main():
                              "'paillier charged' (or paillier-charged) is needed for the "
                              "ratios, and the charge needs plain)")
     parser.add_argument("--draw-block", type=int, default=1,
-                        help="settings.draw_block of every backend's run (15: whole "
+                        help="settings.draw_block of every backend's run (24: whole "
                              "fast-paillier ciphertexts; the runs stay bit-identical)")
     parser.add_argument("--fractions", default=",".join(str(f) for f in FRACTIONS),
                         help="participation fractions (comma-separated; the headline is "

@@ -20,17 +20,22 @@ class FixedPoint:
         self.frac_bits = int(frac_bits)
         self.max_bits = int(max_bits)
 
-    def encode(self, values, extra_bits=0):
-        """int64 array of round(x * 2^(frac_bits + extra_bits))."""
+    def encode(self, values, extra_bits=0, max_bits=None):
+        """int64 array of round(x * 2^(frac_bits + extra_bits)), each below 2^max_bits in
+        magnitude (default and at most the codec's max_bits; a caller may declare a
+        narrower range)."""
+        bits = self.max_bits if max_bits is None else int(max_bits)
+        if not 0 < bits <= self.max_bits:
+            raise ValueError(f"a declared range of {bits} bits is outside 1..{self.max_bits}")
         values = np.asarray(values, dtype=np.float64)
         if not np.all(np.isfinite(values)):
             raise ValueError("cannot encode NaN or infinite values")
         scaled = np.round(np.ldexp(values, self.frac_bits + extra_bits))
-        limit = 2.0 ** self.max_bits
+        limit = 2.0 ** bits
         if scaled.size and np.max(np.abs(scaled)) >= limit:
             raise OverflowError(
                 f"fixed-point overflow: |x| = {np.max(np.abs(values)):.6g} needs more than "
-                f"{self.max_bits} bits at {self.frac_bits + extra_bits} fractional bits"
+                f"{bits} bits at {self.frac_bits + extra_bits} fractional bits"
             )
         return scaled.astype(np.int64)
 

@@ -8,9 +8,11 @@ Both share an :class:`OpCounts` so that every operation is accounted.
 Values travel as :class:`EncryptedVector`: the backend's payload, a scale (fractional
 bits of the fixed-point encoding), the id of the key it was made under, and ``bound``: an
 upper bound on the magnitude of every encoded integer it holds. Fresh ciphertexts get the
-codec's declared range (2^max_bits, never the data's magnitude, which would leak); the
-evaluator grows the bound through every add and multiply and refuses an operation whose
-result could exceed the backend's ``capacity`` (OverflowError) instead of letting it wrap.
+codec's declared range (2^max_bits), or a narrower range their caller declares from a
+public fact (``range_bits``: the dual box of a loss), never the data's magnitude, which
+would leak; the evaluator grows the bound through every add and multiply and refuses an
+operation whose result could exceed the backend's ``capacity`` (OverflowError) instead of
+letting it wrap.
 """
 
 import math
@@ -214,13 +216,15 @@ class KeyHolder:
     def key_id(self):
         return self.evaluator.key_id
 
-    def encrypt(self, values):
-        """Enc(values) at the codec's fractional bits (OverflowError if out of range)."""
-        ints = self.codec.encode(values).ravel()
+    def encrypt(self, values, range_bits=None):
+        """Enc(values) at the codec's fractional bits, each encoded integer below
+        2^range_bits in magnitude (default and at most the codec's max_bits), which
+        becomes the vector's bound (OverflowError if a value is out of range)."""
+        ints = self.codec.encode(values, max_bits=range_bits).ravel()
         self.counts.encrypt += -(-ints.size // self.slots)
+        bits = self.codec.max_bits if range_bits is None else int(range_bits)
         return EncryptedVector(self._encrypt(ints), self.codec.frac_bits, self.key_id,
-                               bound=1 << self.codec.max_bits, slots=self.slots,
-                               length=ints.size)
+                               bound=1 << bits, slots=self.slots, length=ints.size)
 
     def decrypt(self, vector):
         """The real values of ``vector``."""

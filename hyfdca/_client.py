@@ -12,8 +12,8 @@ from hyfdca._draws import draw_positions, sample_units
 from hyfdca._packing import ClientBlocks
 from hyfdca._primal_change import rows_change
 from hyfdca._encoding_range import check_encoding_range
-from hyfdca._round import (aggregation_weights, correction_factors, line_search_shares,
-                           local_dual_method, step_bits)
+from hyfdca._round import (aggregation_weights, correction_factors, dual_update_range_bits,
+                           line_search_shares, local_dual_method, step_bits)
 from hyfdca._settings import check_classification_labels
 
 
@@ -142,10 +142,10 @@ class Client:
             self.alpha = self.settled_alpha(step)
             self._pending = None
 
-    def _encrypt(self, positions, values, base=None):
+    def _encrypt(self, positions, values, base=None, range_bits=None):
         """Enc of ``values`` at ``positions`` in the blocks that hold them (``base`` or 0
-        in their other slots)."""
-        return self.keys.encrypt(self._blocks.pack(positions, values, base))
+        in their other slots), declared below 2^range_bits (default: the codec's range)."""
+        return self.keys.encrypt(self._blocks.pack(positions, values, base), range_bits)
 
     def _decrypt(self, positions, vector):
         """The values at ``positions`` of the blocks ``vector`` holds."""
@@ -352,7 +352,8 @@ class Client:
         # every drawn sample, zeros included: which ones did not move would tell the
         # server about their margins (for hinge, alpha_i = 0 and no step means y_i z_i >= 1)
         drawn = np.unique(self.drawn)
-        dalpha = self._encrypt(drawn, dalpha[drawn] * self.update_weight[drawn])
+        dalpha = self._encrypt(drawn, dalpha[drawn] * self.update_weight[drawn],
+                               range_bits=dual_update_range_bits(s, self.keys.codec.frac_bits))
         return msg.DualUpdate(positions=drawn, dalpha=dalpha, refresh=self._take_refresh())
 
     # --- step 6: second primal aggregation, line-search shares -------------------------

@@ -20,10 +20,16 @@ can grow further along a run; a value that leaves the lane later is reported as 
 fixed-point overflow by every backend, never wrapped.
 """
 
+import inspect
 import math
+
+from crypto import BACKENDS
+from hyfdca._round import STEP_BITS, dual_update_range_bits
 
 STEP_PRECISION_BITS = 4  # the largest-norm row's unit step keeps at least 1/16 resolution
 LANE_BITS = 62
+ACCUMULATED_STEPS_BITS = 32  # packed Enc(alpha) holds R K <= 2^32 holder steps
+SUMMED_PARTS_BITS = 16  # packed sums hold up to 2^16 parts of the codec's range
 
 
 class FixedPointRangeError(ValueError):
@@ -58,3 +64,26 @@ def check_encoding_range(settings, max_sq_norm, max_abs_y, frac_bits, n_parts, s
             f"(alpha up to {max(1.0, max_abs_y):.3g} times a line-search step of "
             f"{step_bits} fractional bits, and q_i up to {max_sq_norm:.3g}) would overflow "
             f"the {capacity}-bit lane of a sum of {n_parts} parts; {fix}")
+
+
+def packing_options(crypto, settings, frac_bits, max_bits=LANE_BITS):
+    """The ``headroom_bits`` of a packing backend (``crypto`` takes that option) that fit
+    this run's values and no more (more values per ciphertext); {} where the codec's
+    whole range must stay (the squared loss) or the backend does not pack.
+
+    A slot holds encoded integers below 2^(max_bits + headroom). The server's Enc(alpha)
+    adds, each round, m = g 2^s (s <= STEP_BITS, g <= 1) times the sum of the present
+    holders' p_i^k dalpha_i, each declared below 2^(f + 1)
+    (:func:`~hyfdca._round.dual_update_range_bits`): after R rounds with K holders it is
+    below 2^(f + 1 + s) R K, which fits for R K <= 2^ACCUMULATED_STEPS_BITS; the margins
+    and norms sum at most K parts of the codec's range, which fits for K <= 2^
+    SUMMED_PARTS_BITS. A run beyond either is refused (OverflowError), never wrapped."""
+    factory = BACKENDS.get(crypto)
+    if factory is None or "headroom_bits" not in inspect.signature(factory).parameters:
+        return {}
+    dual_bits = dual_update_range_bits(settings, frac_bits)
+    if dual_bits is None:
+        return {}
+    capacity = max(max_bits + SUMMED_PARTS_BITS,
+                   dual_bits + STEP_BITS + ACCUMULATED_STEPS_BITS)
+    return {"headroom_bits": capacity - max_bits}

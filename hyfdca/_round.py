@@ -21,7 +21,8 @@ plain switches from the settings (draws permuted or random, line search on or of
 - The line search: each holder's terms of the secure sums (:func:`line_search_terms`,
   :func:`line_search_shares`), the server's step g (:func:`choose_step`) and its
   fixed-point form (:func:`step_bits`), whether the participants then hold the server's
-  alpha (:func:`participants_are_synced`: no dual sync is due); when it has stalled
+  alpha (:func:`participants_are_synced`: no dual sync is due); the range of the dual
+  updates the holders encrypt (:func:`dual_update_range_bits`); when it has stalled
   (:func:`stalls`: the switch to ``HyFDCASettings.after_stall``).
 """
 
@@ -325,6 +326,16 @@ def settles_exactly(settings, frac_bits):
     every term and the sum lie on the 2^-(f+s) grid below 2 in magnitude, exact in the
     53-bit significand when f + s + 2 <= 53 (default 32 + 16)."""
     return settings.loss in BOXED_LOSSES and frac_bits + step_bits(settings) + 2 <= 53
+
+
+def dual_update_range_bits(settings, frac_bits):
+    """The declared range of a holder's encrypted p_i^k dalpha_i: below 2^(f + 1) in
+    magnitude where the loss's dual box bounds alpha (|alpha_i|, |alpha_i + dalpha_i|
+    <= 1, so |dalpha_i| <= 1 after the box's clip, and 0 <= p_i^k <= 1); None (the
+    codec's whole range) for the squared loss. A public fact of the loss, so the bound
+    the server sees says nothing about the data; the encoder refuses a value outside it
+    (OverflowError), so packed slots never carry."""
+    return frac_bits + 1 if settings.loss in BOXED_LOSSES else None
 
 
 def participants_are_synced(m, settings, frac_bits):

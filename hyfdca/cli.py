@@ -14,6 +14,7 @@ from crypto import BACKENDS
 from feddata import PARTICIPATION_KINDS, datasets, federated_problem
 from feddata.partition import SPEC_HELP
 from hyfdca._checkpoint import latest_checkpoint
+from hyfdca._encoding_range import packing_options
 from hyfdca._run import ENGINES, run_hyfdca
 from hyfdca._settings import DEFAULT_VARIANT, VARIANT_NAMES, HyFDCASettings
 from hyfdca._signals import GracefulStop, Terminated, raise_terminated
@@ -261,6 +262,9 @@ def cmd_keys(args):
     options = {"frac_bits": args.frac_bits}
     if args.crypto in ("paillier", "fast-paillier"):
         options["n_length"] = args.key_bits
+    if args.loss is not None:  # slots sized for the loss's dual box (fast-paillier)
+        loss_settings = HyFDCASettings.from_variant(DEFAULT_VARIANT, loss=args.loss)
+        options.update(packing_options(args.crypto, loss_settings, args.frac_bits))
     clients, server = write_keys(out, args.crypto, **options)
     print(f"{args.crypto} keys at {args.frac_bits} fractional bits:\n"
           f"  {clients}  (secret: every party's SuperNode reads it; never the server)\n"
@@ -401,6 +405,11 @@ def build_parser():
     p.add_argument("--crypto", default="bfv", choices=sorted(set(BACKENDS) - {"plain"}))
     p.add_argument("--key-bits", type=int, default=2048, help="Paillier modulus bits")
     p.add_argument("--frac-bits", type=int, default=32)
+    p.add_argument("--loss", choices=sorted(LOSS_CODES), default=None,
+                   help="the runs' loss: fast-paillier then sizes its slots for the loss's "
+                        "dual box (24 per ciphertext instead of 15 for hinge, smoothed "
+                        "hinge, logistic); keys made for one loss refuse (OverflowError) a "
+                        "run of another that outgrows them")
     p.add_argument("--output", default="hyfdca-keys", help="folder for the two key files")
     p.set_defaults(func=cmd_keys)
 

@@ -438,3 +438,20 @@ def test_bfv_decryption_refuses_another_keys_ciphertexts():
     x.key_id = keys.key_id  # past the key-id check: the residues are noise
     with pytest.raises(CiphertextError, match="another key"):
         keys.decrypt(x)
+
+
+@pytest.mark.parametrize("backend", ["plain", "fast-paillier", "mask"])
+def test_a_declared_range_bounds_the_vector_and_refuses_values_outside_it(backend):
+    """encrypt(values, range_bits): the vector's bound is 2^range_bits (a public
+    declaration, not the data's magnitude), values at or beyond it are refused
+    (OverflowError) and a range wider than the codec's is a ValueError."""
+    options = dict(n_length=512, insecure=True) if backend == "fast-paillier" else {}
+    keys, evaluator = make_backend(backend, frac_bits=8, **options)
+    v = keys.encrypt(np.array([1.5, -1.0, 0.25]), range_bits=9)
+    assert v.bound == 2 ** 9
+    np.testing.assert_array_equal(keys.decrypt(v), [1.5, -1.0, 0.25])
+    with pytest.raises(OverflowError, match="9 bits"):
+        keys.encrypt(np.array([0.5, 2.0]), range_bits=9)
+    with pytest.raises(ValueError, match="outside"):
+        keys.encrypt(np.array([0.5]), range_bits=63)
+    assert keys.encrypt(np.array([0.5])).bound == 2 ** keys.codec.max_bits

@@ -192,3 +192,20 @@ def test_keys_split_and_app_prepare_a_deployment(tmp_path, capsys):
                  str(tmp_path / "keys" / "server.keys"), "--participation", "full",
                  "--phase-timeout", "30", "--output", str(tmp_path / "app2")]) == 2
     assert "--phase-timeout needs --participation fraction" in capsys.readouterr().err
+
+
+def test_keys_for_a_loss_with_a_dual_box_pack_more_values(tmp_path):
+    """``hyfdca keys --crypto fast-paillier --loss hinge`` sizes the slots for the hinge's
+    dual box (83 bits, 24 per 2048-bit modulus); without --loss, or for the squared loss,
+    the codec's whole range (128 bits, 15)."""
+    pytest.importorskip("flwr")
+    from hyfdca.flower import read_server_keys
+
+    slots = {}
+    for loss in ("hinge", "squared", None):
+        folder = tmp_path / str(loss)
+        extra = [] if loss is None else ["--loss", loss]
+        assert main(["keys", "--crypto", "fast-paillier", "--output", str(folder)]
+                    + extra) == 0
+        slots[loss] = read_server_keys(folder / "server.keys").slots
+    assert slots == {"hinge": 24, "squared": 15, None: 15}

@@ -9,9 +9,10 @@ from hypothesis import strategies as st
 from feddata import partition as P
 from hyfdca import HyFDCARun, HyFDCASettings
 from hyfdca._packing import BlockLayout, ClientBlocks
+from hyfdca._round import STEP_BITS
 from hyfdca._transport import FaultyTransport
 
-SMALL = dict(n_length=512, insecure=True)  # test keys only: 3 slots of 128 bits
+SMALL = dict(n_length=512, insecure=True, slots=3)  # test keys only: 3 slots
 
 
 @st.composite
@@ -126,7 +127,7 @@ def test_packed_runs_give_the_bits_of_one_value_per_ciphertext(cancer, participa
     s = HyFDCASettings.from_variant("auto", lam=0.01, **participation)
     plain, plain_records, plain_cert = _run(fed, "plain", s, 12)
     packed, packed_records, packed_cert = _run(fed, "fast-paillier", s, 12, **SMALL)
-    single, single_records, _ = _run(fed, "fast-paillier", s, 12, slots=1, **SMALL)
+    single, single_records, _ = _run(fed, "fast-paillier", s, 12, **{**SMALL, "slots": 1})
     assert packed.server.evaluator.slots == 3 and packed.server.blocks.n_blocks < 150
     assert packed.server.w.tobytes() == plain.server.w.tobytes()
     for a, b in zip(packed.clients, plain.clients):
@@ -165,6 +166,30 @@ def test_block_draws_move_whole_ciphertexts_with_the_plaintext_bits(cancer, part
     for op in ("encrypt", "decrypt"):
         assert (sum(r[op] for r in packed_records)
                 < 0.7 * sum(r[op] for r in sample_records))
+
+
+def test_the_dual_box_packs_more_values_per_ciphertext(cancer):
+    """By default a hinge run declares its dual updates below 2^(f + 1) and its slots are
+    sized for that (packing_options): 6 slots at 512 bits instead of the codec range's 3,
+    the plaintext run's bits at fraction 0.5, and Enc(alpha)'s tracked bound within the
+    stated 2^(f + 1 + STEP_BITS) R K. The squared loss (no dual box) keeps 3."""
+    fed = _overlapping(cancer)
+    s = HyFDCASettings.from_variant("auto", lam=0.01, participation="fraction", fraction=0.5)
+    rounds = 12
+    plain, plain_records, plain_cert = _run(fed, "plain", s, rounds)
+    packed, packed_records, packed_cert = _run(fed, "fast-paillier", s, rounds,
+                                               n_length=512, insecure=True)
+    assert packed.server.evaluator.slots == 6
+    assert packed.server.w.tobytes() == plain.server.w.tobytes()
+    for a, b in zip(packed.clients, plain.clients):
+        assert a.alpha.tobytes() == b.alpha.tobytes()
+    assert packed_cert[:2] == plain_cert[:2]
+    holders = max(np.bincount(np.concatenate(fed.layout().sample_ids)))
+    assert packed.server.enc_alpha.bound <= 2 ** (32 + 1 + STEP_BITS) * rounds * holders
+    squared = HyFDCASettings.from_variant("auto", loss="squared", lam=0.01)
+    run = HyFDCARun(fed, squared, crypto="fast-paillier",
+                    crypto_options=dict(n_length=512, insecure=True))
+    assert run.server.evaluator.slots == 3
 
 
 def _whole_blocks(drawn, members):

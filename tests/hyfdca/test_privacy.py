@@ -29,9 +29,9 @@ def _run(cancer, crypto, monkeypatch):
         seen.append(np.asarray(values, dtype=float))
         return values
 
-    def spy_encrypt(self, values):
+    def spy_encrypt(self, values, range_bits=None):
         seen.append(np.asarray(values, dtype=float).ravel())
-        return encrypt(self, values)
+        return encrypt(self, values, range_bits)
 
     monkeypatch.setattr(KeyHolder, "decrypt", spy_decrypt)
     monkeypatch.setattr(KeyHolder, "encrypt", spy_encrypt)
