@@ -49,12 +49,15 @@ VARIANTS = {
     "auto-partial": dict(sigma="safe", rho="norm", line_search=False, sampling="shared",
                          draw="permuted", aggregation="mean", iic=AUTO_PARTIAL_IIC, min_H=10,
                          holder_weights="norm-share"),
-    # Issue 14's prototype without its rollback: the safe curvature with rho, and the line
-    # search kept on with its curvature scaled by the absent holders' share of the moved
-    # rows' norms. "auto" when most clients take part (fraction >= AUTO_SCALED_FRACTION):
-    # there auto-partial, which adds nearly every client's update with no line search,
-    # diverged on a9a 5x5 and 12x12, and this certified (docs/algorithm.md section 4).
-    "scaled-line-search": dict(sigma="safe", rho="norm", line_search=True,
+    # Issue 14's prototype without its rollback: rho, and the line search kept on with
+    # its curvature scaled by the absent holders' share of the moved rows' norms. "auto"
+    # when most clients take part (fraction >= AUTO_SCALED_FRACTION): there auto-partial,
+    # which adds nearly every client's update with no line search, diverged on a9a 5x5
+    # and 12x12, and this certified (docs/algorithm.md section 4). Its curvature is
+    # auto-full's sigma = 1, not the prototype's "safe": the line search bounds the step
+    # either way, and sigma = 1 certified faster in the regime matrix at f = 0.9
+    # (docs/algorithm.md section 6, eighth round).
+    "scaled-line-search": dict(sigma=1.0, rho="norm", line_search=True,
                                sampling="shared", draw="permuted", aggregation="mean",
                                iic=0.3, curvature_scaling="absent-share",
                                holder_weights="norm-share"),

@@ -300,7 +300,7 @@ def test_auto_at_high_participation_is_auto_full_on_horizontal_data(small):
     assert (bound.iic, bound.sigma, bound.curvature_scaling) == (1.0, 1.0, "none")
     hybrid = HyFDCASettings.from_variant("auto", lam=LAM, participation="fraction",
                                          fraction=0.9).bind(partitions(*small)["hybrid"])
-    assert hybrid.curvature_scaling == "absent-share" and hybrid.sigma == "safe"
+    assert (hybrid.curvature_scaling, hybrid.sigma, hybrid.iic) == ("absent-share", 1.0, 0.3)
 
 
 @pytest.mark.parametrize("n_local, expected", [(5, 5), (300, 10), (5000, 150)])
