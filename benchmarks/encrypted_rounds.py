@@ -21,8 +21,8 @@ machine inflates a measurement; the lower one favours paillier, so the ratios ar
 conservative); with both, the charge's error against the measured paillier is printed.
 ``fast-paillier`` and ``bfv`` pack their ciphertexts in the protocol's block layout
 (``hyfdca._packing``: 24 and 8,192 values per ciphertext; fast-paillier's 83-bit slots
-are sized for the hinge's dual box, ``hyfdca._encoding_range.packing_options``, 128-bit
-slots, 15 per ciphertext, where a loss has no box); ``fast-paillier slots=1`` is shown
+are sized for the hinge's dual box, ``hyfdca._encoding_range.packing_options``; 112-bit
+slots, 18 per ciphertext, for the squared loss); ``fast-paillier slots=1`` is shown
 beside them.
 
     python benchmarks/encrypted_rounds.py           # full a9a, 50 rounds (~10 hours)

@@ -13,10 +13,11 @@ the Homomorphic Encryption Standard allows for 128-bit security there (SEAL enfo
   (HyFDCA needs one: Enc(alpha) += g Enc(Delta)).
 
 Per value, best of ``--repeats``: encrypt, decrypt, add, multiply by a plaintext scalar,
-and bytes. Then the error: Enc(alpha) after ``--rounds`` rounds of alpha += g sum of K
-holders' updates (g, updates and alpha as in a HyFDCA round: |dalpha| <= 1, g in [0, 1]),
-decrypted and compared with the exact float64 value, against the fixed-point resolution
-2^-32 every exact backend carries (their runs equal the plaintext run bit for bit).
+and bytes. Then the error: Enc(alpha) after 50 rounds (10 with ``--quick``) of alpha +=
+g (sum of K holders' updates) (g, updates and alpha as in a HyFDCA round: |dalpha| <= 1,
+g in [0, 1]), decrypted and compared with the exact float64 value, against the
+fixed-point resolution 2^-32 every exact backend carries (their runs equal the plaintext
+run bit for bit).
 
 The openfhe Python wrapper cannot be measured here: its 1.6.1 wheels need CPython >= 3.12,
 or carry a CPython 3.10 extension in a ``py3-none-any`` wheel that does not import on the

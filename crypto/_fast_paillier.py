@@ -25,7 +25,8 @@ modulus allows, with 64 bits of headroom: 128-bit slots, 15 per 2048-bit modulus
 2^48 sums of fresh values multiplied by up to 2^16 (a HyFDCA run of R rounds over K
 holders needs R K <= 2^48). A caller whose values have a narrower declared range
 (``KeyHolder.encrypt(..., range_bits)``) can ask for less headroom: HyFDCA's runs with a
-dual box take 19 bits (83-bit slots, 24 per modulus; ``hyfdca._encoding_range``).
+dual box take 19 bits at 32 fractional bits (83-bit slots, 24 per modulus;
+``hyfdca._encoding_range``).
 
 Vectors of at least ``pool_threshold`` ciphertexts are encrypted and decrypted in a
 process pool of ``n_jobs`` workers (client side only; each worker builds its own table).

@@ -1,4 +1,5 @@
-"""The fixed-point range of a run, checked at set-up (before any round).
+"""The fixed-point range of a run, checked at set-up (before any round), and the slot
+width packed ciphertexts need for it (:func:`slot_capacity_bits`).
 
 Every value crosses the protocol as round(x 2^f) in a signed 64-bit lane (f =
 ``frac_bits``; a sum of K parts keeps ceil(log2 K) bits of headroom, so values need
@@ -28,7 +29,7 @@ from hyfdca._round import STEP_BITS, dual_update_range_bits
 
 STEP_PRECISION_BITS = 4  # the largest-norm row's unit step keeps at least 1/16 resolution
 LANE_BITS = 62
-ACCUMULATED_STEPS_BITS = 32  # packed Enc(alpha) holds R K <= 2^32 holder steps
+ACCUMULATED_STEPS_BITS = 32  # packed Enc(alpha) holds R rounds x K clients <= 2^32
 SUMMED_PARTS_BITS = 16  # packed sums hold up to 2^16 parts of the codec's range
 
 
@@ -66,24 +67,44 @@ def check_encoding_range(settings, max_sq_norm, max_abs_y, frac_bits, n_parts, s
             f"the {capacity}-bit lane of a sum of {n_parts} parts; {fix}")
 
 
-def packing_options(crypto, settings, frac_bits, max_bits=LANE_BITS):
-    """The ``headroom_bits`` of a packing backend (``crypto`` takes that option) that fit
-    this run's values and no more (more values per ciphertext); {} where the codec's
-    whole range must stay (the squared loss) or the backend does not pack.
+def slot_capacity_bits(settings, frac_bits, max_bits=LANE_BITS):
+    """The bits C a ciphertext slot must hold in this run: every encoded integer the
+    server forms stays below 2^C.
 
-    A slot holds encoded integers below 2^(max_bits + headroom). The server's Enc(alpha)
-    adds, each round, m = g 2^s (s <= STEP_BITS, g <= 1) times the sum of the present
-    holders' p_i^k dalpha_i, each declared below 2^(f + 1)
-    (:func:`~hyfdca._round.dual_update_range_bits`): after R rounds with K holders it is
-    below 2^(f + 1 + s) R K, which fits for R K <= 2^ACCUMULATED_STEPS_BITS; the margins
-    and norms sum at most K parts of the codec's range, which fits for K <= 2^
-    SUMMED_PARTS_BITS. A run beyond either is refused (OverflowError), never wrapped."""
+    Enc(alpha) adds, each round, m = g 2^s (s <= STEP_BITS, g <= 1) times the sum of the
+    dual updates of the K clients taking part, each declared below 2^b (b = f + 1 where
+    the loss has a dual box, :func:`~hyfdca._round.dual_update_range_bits`, else the
+    codec's max_bits); the evaluator tracks one bound per vector, so after R rounds it
+    is below 2^(b + s) R K, which fits C = b + STEP_BITS + ACCUMULATED_STEPS_BITS for
+    R K <= 2^ACCUMULATED_STEPS_BITS (K counted per round, R K summed over the rounds).
+    The margins and norms sum at most K parts of the codec's range: C >= max_bits +
+    SUMMED_PARTS_BITS holds them for K <= 2^SUMMED_PARTS_BITS. An operation beyond either
+    is refused (OverflowError), never wrapped."""
+    dual_bits = dual_update_range_bits(settings, frac_bits)
+    accumulated = (max_bits if dual_bits is None else dual_bits) + STEP_BITS
+    return max(max_bits + SUMMED_PARTS_BITS, accumulated + ACCUMULATED_STEPS_BITS)
+
+
+def packing_options(crypto, settings, frac_bits, max_bits=LANE_BITS):
+    """The ``headroom_bits`` of a packing backend (one that takes that option) whose slots
+    hold :func:`slot_capacity_bits` and no more (more values per ciphertext: 24 per
+    2048-bit modulus where the loss has a dual box, 18 for the squared loss); {} for the
+    other backends."""
     factory = BACKENDS.get(crypto)
     if factory is None or "headroom_bits" not in inspect.signature(factory).parameters:
         return {}
-    dual_bits = dual_update_range_bits(settings, frac_bits)
-    if dual_bits is None:
-        return {}
-    capacity = max(max_bits + SUMMED_PARTS_BITS,
-                   dual_bits + STEP_BITS + ACCUMULATED_STEPS_BITS)
-    return {"headroom_bits": capacity - max_bits}
+    return {"headroom_bits": slot_capacity_bits(settings, frac_bits, max_bits) - max_bits}
+
+
+def check_slot_capacity(evaluator, settings, frac_bits):
+    """ValueError at set-up where the keys' ciphertexts cannot hold this run's sums
+    (:func:`slot_capacity_bits`), e.g. keys made for a loss with a dual box used for the
+    squared loss, instead of an OverflowError some rounds in."""
+    capacity = evaluator.capacity
+    needed = slot_capacity_bits(settings, frac_bits)
+    if capacity is not None and capacity < 2 ** needed:
+        raise ValueError(
+            f"the keys' ciphertext slots hold integers below 2^{capacity.bit_length() - 1}, "
+            f"but a {settings.loss} run at frac_bits={frac_bits} needs 2^{needed} (R K <= "
+            f"2^{ACCUMULATED_STEPS_BITS} rounds x clients): make the keys for this loss "
+            f"(hyfdca keys --loss {settings.loss}) or with more headroom_bits")

@@ -39,7 +39,8 @@ from feddata import Participation
 from hyfdca import _messages as msg
 from hyfdca._certificate import Certificate, checked_certificate, larger_l1
 from hyfdca._checkpoint import CheckpointError, pickled, unpickled
-from hyfdca._encoding_range import LANE_BITS, check_encoding_range, packing_options
+from hyfdca._encoding_range import (LANE_BITS, check_encoding_range, check_slot_capacity,
+                                    packing_options)
 from hyfdca._client import Client
 from hyfdca._round import (draws_all_samples, eligible_samples, margins_are_local, plan_round,
                            sampling_streams, step_bits)
@@ -79,10 +80,12 @@ class HyFDCARun:
     def __init__(self, dataset, settings, *, crypto="plain", crypto_options=None,
                  frac_bits=32, seed=0, record=False, transport=None, dealt=None):
         # key dealing at set-up: the clients get keys and masker, the server the evaluator
-        options = dict(crypto_options or {})
-        options = {**packing_options(crypto, settings, frac_bits,
-                                     options.get("max_bits", LANE_BITS)), **options}
-        keys, evaluator, masker = dealt or deal_keys(crypto, frac_bits=frac_bits, **options)
+        if dealt is None:
+            options = dict(crypto_options or {})
+            options = {**packing_options(crypto, settings, frac_bits,
+                                         options.get("max_bits", LANE_BITS)), **options}
+            dealt = deal_keys(crypto, frac_bits=frac_bits, **options)
+        keys, evaluator, masker = dealt
         layout = dataset.layout()
         bound = settings.bind(layout)
         streams = sampling_streams(layout.sample_ids, bound.sampling, int(seed))
@@ -113,6 +116,7 @@ class HyFDCARun:
         self.layout, self.settings, self.seed = layout, settings, int(seed)
         self.counts = evaluator.counts
         self.frac_bits = frac_bits
+        check_slot_capacity(evaluator, settings, frac_bits)
         self.server = Server(layout, evaluator, settings, frac_bits)
         self.transport = transport
         if transport.may_lose and settings.participation == "full":

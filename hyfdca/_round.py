@@ -331,7 +331,9 @@ def settles_exactly(settings, frac_bits):
 def dual_update_range_bits(settings, frac_bits):
     """The declared range of a holder's encrypted p_i^k dalpha_i: below 2^(f + 1) in
     magnitude where the loss's dual box bounds alpha (|alpha_i|, |alpha_i + dalpha_i|
-    <= 1, so |dalpha_i| <= 1 after the box's clip, and 0 <= p_i^k <= 1); None (the
+    <= 1, so |dalpha_i| <= 1 after the box's clip, and p_i^k < 3/2: at most 1 exactly,
+    a little more where q_i, summed from parts rounded to 2^-f, rounds below a tiny
+    row's part); None (the
     codec's whole range) for the squared loss. A public fact of the loss, so the bound
     the server sees says nothing about the data; the encoder refuses a value outside it
     (OverflowError), so packed slots never carry."""

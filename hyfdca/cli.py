@@ -406,10 +406,10 @@ def build_parser():
     p.add_argument("--key-bits", type=int, default=2048, help="Paillier modulus bits")
     p.add_argument("--frac-bits", type=int, default=32)
     p.add_argument("--loss", choices=sorted(LOSS_CODES), default=None,
-                   help="the runs' loss: fast-paillier then sizes its slots for the loss's "
-                        "dual box (24 per ciphertext instead of 15 for hinge, smoothed "
-                        "hinge, logistic); keys made for one loss refuse (OverflowError) a "
-                        "run of another that outgrows them")
+                   help="the runs' loss: fast-paillier then sizes its slots for it (24 "
+                        "per ciphertext for hinge, smoothed hinge, logistic, 18 for "
+                        "squared; 15 without --loss, for any loss); a run of a loss the "
+                        "keys were not made for is refused at set-up where it needs more")
     p.add_argument("--output", default="hyfdca-keys", help="folder for the two key files")
     p.set_defaults(func=cmd_keys)
 

@@ -196,8 +196,8 @@ def test_keys_split_and_app_prepare_a_deployment(tmp_path, capsys):
 
 def test_keys_for_a_loss_with_a_dual_box_pack_more_values(tmp_path):
     """``hyfdca keys --crypto fast-paillier --loss hinge`` sizes the slots for the hinge's
-    dual box (83 bits, 24 per 2048-bit modulus); without --loss, or for the squared loss,
-    the codec's whole range (128 bits, 15)."""
+    dual box (83 bits, 24 per 2048-bit modulus), --loss squared for the codec's range
+    (112 bits, 18); without --loss, slots that hold any loss (128 bits, 15)."""
     pytest.importorskip("flwr")
     from hyfdca.flower import read_server_keys
 
@@ -208,4 +208,4 @@ def test_keys_for_a_loss_with_a_dual_box_pack_more_values(tmp_path):
         assert main(["keys", "--crypto", "fast-paillier", "--output", str(folder)]
                     + extra) == 0
         slots[loss] = read_server_keys(folder / "server.keys").slots
-    assert slots == {"hinge": 24, "squared": 15, None: 15}
+    assert slots == {"hinge": 24, "squared": 18, None: 15}

@@ -6,9 +6,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from crypto import deal_keys
 from feddata import partition as P
 from hyfdca import HyFDCARun, HyFDCASettings
 from hyfdca._packing import BlockLayout, ClientBlocks
+from hyfdca._encoding_range import packing_options
 from hyfdca._round import STEP_BITS
 from hyfdca._transport import FaultyTransport
 
@@ -172,7 +174,9 @@ def test_the_dual_box_packs_more_values_per_ciphertext(cancer):
     """By default a hinge run declares its dual updates below 2^(f + 1) and its slots are
     sized for that (packing_options): 6 slots at 512 bits instead of the codec range's 3,
     the plaintext run's bits at fraction 0.5, and Enc(alpha)'s tracked bound within the
-    stated 2^(f + 1 + STEP_BITS) R K. The squared loss (no dual box) keeps 3."""
+    stated 2^(f + 1) m R K (K the clients taking part, m the largest step). The squared
+    loss (no dual box) gets slots for the codec's range: 4. Keys sized for the hinge are
+    refused at set-up for a squared-loss run."""
     fed = _overlapping(cancer)
     s = HyFDCASettings.from_variant("auto", lam=0.01, participation="fraction", fraction=0.5)
     rounds = 12
@@ -184,12 +188,17 @@ def test_the_dual_box_packs_more_values_per_ciphertext(cancer):
     for a, b in zip(packed.clients, plain.clients):
         assert a.alpha.tobytes() == b.alpha.tobytes()
     assert packed_cert[:2] == plain_cert[:2]
-    holders = max(np.bincount(np.concatenate(fed.layout().sample_ids)))
-    assert packed.server.enc_alpha.bound <= 2 ** (32 + 1 + STEP_BITS) * rounds * holders
+    largest_step = max(round(r["step"] * 2 ** STEP_BITS) for r in packed_records)
+    taking_part = sum(r["available"] for r in packed_records)
+    assert 0 < packed.server.enc_alpha.bound <= 2 ** 33 * largest_step * taking_part
     squared = HyFDCASettings.from_variant("auto", loss="squared", lam=0.01)
     run = HyFDCARun(fed, squared, crypto="fast-paillier",
                     crypto_options=dict(n_length=512, insecure=True))
-    assert run.server.evaluator.slots == 3
+    assert run.server.evaluator.slots == 4
+    hinge_keys = deal_keys("fast-paillier", n_length=512, insecure=True,
+                           **packing_options("fast-paillier", s, 32))
+    with pytest.raises(ValueError, match="squared run .* needs 2"):
+        HyFDCARun(fed, squared, crypto="fast-paillier", dealt=hinge_keys)
 
 
 def _whole_blocks(drawn, members):
