@@ -55,8 +55,8 @@ VARIANTS = {
     # which adds nearly every client's update with no line search, diverged on a9a 5x5
     # and 12x12, and this certified (docs/algorithm.md section 4). Its curvature is
     # auto-full's sigma = 1, not the prototype's "safe": the line search bounds the step
-    # either way, and sigma = 1 certified faster in the regime matrix at f = 0.9
-    # (docs/algorithm.md section 6, eighth round).
+    # either way, and sigma = 1 certified faster in the regime matrix at f = 0.9 (hinge;
+    # squared and smoothed hinge in a probe: docs/algorithm.md section 6, "Sigma 1").
     "scaled-line-search": dict(sigma=1.0, rho="norm", line_search=True,
                                sampling="shared", draw="permuted", aggregation="mean",
                                iic=0.3, curvature_scaling="absent-share",
