@@ -220,9 +220,9 @@ class KeyHolder:
         """Enc(values) at the codec's fractional bits, each encoded integer below
         2^range_bits in magnitude (default and at most the codec's max_bits), which
         becomes the vector's bound (OverflowError if a value is out of range)."""
-        ints = self.codec.encode(values, max_bits=range_bits).ravel()
-        self.counts.encrypt += -(-ints.size // self.slots)
         bits = self.codec.max_bits if range_bits is None else int(range_bits)
+        ints = self.codec.encode(values, max_bits=bits).ravel()
+        self.counts.encrypt += -(-ints.size // self.slots)
         return EncryptedVector(self._encrypt(ints), self.codec.frac_bits, self.key_id,
                                bound=1 << bits, slots=self.slots, length=ints.size)
 

@@ -333,10 +333,9 @@ def dual_update_range_bits(settings, frac_bits):
     magnitude where the loss's dual box bounds alpha (|alpha_i|, |alpha_i + dalpha_i|
     <= 1, so |dalpha_i| <= 1 after the box's clip, and p_i^k < 3/2: at most 1 exactly,
     a little more where q_i, summed from parts rounded to 2^-f, rounds below a tiny
-    row's part); None (the
-    codec's whole range) for the squared loss. A public fact of the loss, so the bound
-    the server sees says nothing about the data; the encoder refuses a value outside it
-    (OverflowError), so packed slots never carry."""
+    row's part); None (the codec's whole range) for the squared loss. A public fact of
+    the loss, so the bound the server sees says nothing about the data; the encoder
+    refuses a value outside it (OverflowError), so packed slots never carry."""
     return frac_bits + 1 if settings.loss in BOXED_LOSSES else None
 
 
