@@ -39,6 +39,7 @@ search (they agree to a few per cent; the draw orders differ).
     python benchmarks/dual_momentum_probe.py                  # a9a 1x3, lam 1e-5, 200 rounds
     python benchmarks/dual_momentum_probe.py --lam 1e-4 --partition 3x3 --check-engine
     python benchmarks/dual_momentum_probe.py --lam 1e-4 --partition 5x5 --fraction 0.9
+    python benchmarks/dual_momentum_probe.py --dataset fashion-mnist --partition quadrants:5
 
 Last line: ``headline: rounds=<R> dual_gap_line_search=<x> dual_gap_momentum=<y>
 dual_gap_guarded=<z> ratio_guarded=<x/z>``, the dual gaps (P* - D(alpha)) / P* after R
@@ -64,7 +65,7 @@ from feddata.partition import partition_from_spec  # noqa: E402
 from hyfdca import BatchedHyFDCA, HyFDCASettings  # noqa: E402
 from hyfdca.rules import (aggregation_weights, correction_factors,  # noqa: E402
                           line_search_step, local_dual_method)
-from solvers import LOSS_CODES, centralized_solution  # noqa: E402
+from solvers import LOSS_CODES, centralized_solution, default_cache_dir  # noqa: E402
 
 REPORT = (10, 25, 50, 100, 200, 400, 800)
 RULES = ("line search", "momentum", "momentum, guarded")
@@ -171,6 +172,8 @@ def engine_gaps(fed, lam, rounds, p_star, fraction=1.0):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--dataset", default="a9a",
+                        help="a catalogue name (fashion-mnist: label < 5 against the rest)")
     parser.add_argument("--lam", type=float, default=1e-5)
     parser.add_argument("--partition", default="1x3", help="a partition spec (1x3: vertical)")
     parser.add_argument("--rounds", type=int, default=200)
@@ -180,17 +183,20 @@ def main():
                              "(idealised: margins and w stay exact, see the docstring)")
     parser.add_argument("--check-engine", action="store_true")
     args = parser.parse_args()
-    if locate_dataset("a9a") is None:
-        print("a9a is not on this machine (../shared/data or HYFDCA_DATA): nothing to run")
+    if locate_dataset(args.dataset) is None:
+        print(f"{args.dataset} is not on this machine (see `hyfdca datasets`): nothing to run")
         return
-    data = load_dataset("a9a")
-    fed = partition_from_spec(data.X, np.asarray(data.y, dtype=np.float64), args.partition,
-                              seed=0)
+    data = load_dataset(args.dataset)
+    y = np.asarray(data.y, dtype=np.float64)
+    if args.dataset == "fashion-mnist":
+        y = np.where(y < 5, 1.0, -1.0)
+    fed = partition_from_spec(data.X, y, args.partition, seed=0, image_shape=data.image_shape)
     sim = FullRound(fed, args.lam)
-    p_star = centralized_solution(sim.X, sim.y, loss="hinge", lam=args.lam)[0]
+    p_star = centralized_solution(sim.X, sim.y, loss="hinge", lam=args.lam,
+                                  cache_dir=default_cache_dir())[0]
     taking_part = ("full participation" if args.fraction >= 1
                    else f"participation {args.fraction:g} (idealised)")
-    print(f"a9a {args.partition}, hinge, lam {args.lam:g}, {taking_part}, iic 1; "
+    print(f"{args.dataset} {args.partition}, hinge, lam {args.lam:g}, {taking_part}, iic 1; "
           f"P* = {p_star:.6f}; (P* - D(alpha)) / P* after each round count:")
     results = {rule: run_rule(sim, rule, args.rounds, args.seed, p_star, args.fraction)
                for rule in RULES}

@@ -71,7 +71,7 @@ import numpy as np  # noqa: E402
 from feddata.datasets import locate_dataset  # noqa: E402
 from feddata.partition import partition_from_spec  # noqa: E402
 from hyfdca import BatchedHyFDCA, HyFDCASettings  # noqa: E402
-from solvers import centralized_solution  # noqa: E402
+from solvers import centralized_solution, default_cache_dir  # noqa: E402
 
 LOSS, SEED, DEFAULT = "hinge", 0, "auto"
 TARGETS = (5e-2, 1e-2)
@@ -197,8 +197,9 @@ def prepare(cfg):
             for lam in cfg["lams"]:
                 key = (name, fed.n_features, lam)
                 if key not in optima:
-                    optima[key] = centralized_solution(*fed.reassemble(), loss=LOSS,
-                                                       lam=lam)[0]
+                    optima[key] = centralized_solution(
+                        *fed.reassemble(), loss=LOSS, lam=lam,
+                        cache_dir=default_cache_dir())[0]
                 p_star = optima[key]
                 log(f"{name} {partition}: {fed.n_clients} clients, lam {lam:g}, "
                     f"P* = {p_star:.6f}")

@@ -26,6 +26,7 @@ from solvers._random import GAMMA, MUL1, MUL2, mix64, splitmix64
 from solvers._reference import (
     REFERENCE_LOSSES,
     centralized_solution,
+    default_cache_dir,
     reference_optimum,
     ridge_closed_form,
 )
@@ -61,6 +62,7 @@ __all__ = [
     "check_finite",
     "check_labels",
     "coordinate_step",
+    "default_cache_dir",
     "encode_targets",
     "epoch_order",
     "loss_code",

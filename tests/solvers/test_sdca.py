@@ -8,7 +8,7 @@ import scipy.sparse as sp
 from sklearn.exceptions import ConvergenceWarning
 
 from solvers import as_csr, coordinate_step, encode_targets, loss_code, objectives
-from solvers import reference_optimum, sdca
+from solvers import centralized_solution, reference_optimum, sdca
 from solvers._sdca import ShrinkingHinge, epoch_order, frequency_order, shrinking_seeds
 from solvers.kernels import (
     hinge_pass_binary,
@@ -376,3 +376,32 @@ def test_shrinking_solver_shrinks_the_active_set(cancer):
 def test_shrinking_bad_combinations_are_named(cancer, kwargs, message):
     with pytest.raises(ValueError, match=message):
         sdca(*cancer, **kwargs)
+
+
+def test_cached_optimum_is_the_solved_one_and_the_key_covers_the_problem(sparse_binary,
+                                                                          tmp_path,
+                                                                          monkeypatch):
+    """A cache hit gives the solved bits without solving; any change of the problem (one
+    label, lam, the loss) misses."""
+    import solvers._reference as reference
+
+    X, y = sparse_binary
+    solved = centralized_solution(X, y, loss="hinge", lam=LAM)
+    first = centralized_solution(X, y, loss="hinge", lam=LAM, cache_dir=tmp_path)
+    assert first[0] == solved[0] and np.array_equal(first[1], solved[1])
+    assert len(list(tmp_path.glob("optimum-*.npz"))) == 1
+
+    def no_solving(*args):
+        raise AssertionError("solved again although the answer is cached")
+
+    monkeypatch.setattr(reference, "_solve", no_solving)
+    again = centralized_solution(X, y, loss="hinge", lam=LAM, cache_dir=tmp_path)
+    assert again[0] == solved[0] and np.array_equal(again[1], solved[1])
+    flipped = np.array(y, dtype=np.float64)
+    flipped[0] = -flipped[0]
+    for changed in (dict(X=X, y=flipped, loss="hinge", lam=LAM),
+                    dict(X=X, y=y, loss="hinge", lam=2 * LAM),
+                    dict(X=X, y=y, loss="logistic", lam=LAM)):
+        with pytest.raises(AssertionError, match="solved again"):
+            centralized_solution(changed.pop("X"), changed.pop("y"), cache_dir=tmp_path,
+                                 **changed)
