@@ -69,6 +69,7 @@ from solvers import LOSS_CODES, centralized_solution, default_cache_dir  # noqa:
 
 REPORT = (10, 25, 50, 100, 200, 400, 800, 1600)
 RULES = ("line search", "momentum", "momentum, guarded")
+RULE_NAMES = dict(zip(("line-search", "momentum", "guarded"), RULES))  # as --rules names them
 
 
 class FullRound:
@@ -181,8 +182,8 @@ def main():
     parser.add_argument("--fraction", type=float, default=1.0,
                         help="participation: each client takes part with this probability "
                              "(idealised: margins and w stay exact, see the docstring)")
-    parser.add_argument("--rules", default=",".join(RULES),
-                        help=f"comma-separated subset of {list(RULES)}")
+    parser.add_argument("--rules", default=",".join(RULE_NAMES),
+                        help=f"comma-separated subset of {list(RULE_NAMES)}")
     parser.add_argument("--check-engine", action="store_true")
     args = parser.parse_args()
     if locate_dataset(args.dataset) is None:
@@ -200,10 +201,11 @@ def main():
                    else f"participation {args.fraction:g} (idealised)")
     print(f"{args.dataset} {args.partition}, hinge, lam {args.lam:g}, {taking_part}, iic 1; "
           f"P* = {p_star:.6f}; (P* - D(alpha)) / P* after each round count:")
-    rules = [rule.strip() for rule in args.rules.split(",")]
-    unknown = sorted(set(rules) - set(RULES))
+    names = [name.strip() for name in args.rules.split(",")]
+    unknown = sorted(set(names) - set(RULE_NAMES))
     if unknown:
-        parser.error(f"unknown rules {unknown}; choose from {list(RULES)}")
+        parser.error(f"unknown rules {unknown}; choose from {list(RULE_NAMES)}")
+    rules = [RULE_NAMES[name] for name in names]
     results = {rule: run_rule(sim, rule, args.rounds, args.seed, p_star, args.fraction)
                for rule in rules}
     if args.check_engine:
