@@ -91,7 +91,7 @@ FULL = dict(datasets=tuple(DATASETS), participations=tuple(PARTICIPATIONS),
             eval_every=10)
 QUICK = dict(FULL, datasets=("a9a",), partitions=("3x3",))
 
-INTEGER_FIELDS = ("H", "min_H", "draw_block")  # --set parses these as integers
+INTEGER_FIELDS = ("H", "min_H", "draw_block", "prox_rounds")  # --set parses these as integers
 
 _STATE = {}  # filled before the workers fork: (dataset, partition) -> FederatedDataset
 

@@ -18,6 +18,11 @@ from solvers import as_csr
 _SHOW = 10  # ids listed per problem in an error message
 
 
+def block_sq_norm(X):
+    """||X^k||_F^2 of one client's block, as the client discloses it at set-up."""
+    return float(np.dot(X.data, X.data))
+
+
 @dataclass(frozen=True, eq=False)
 class ClientBlock:
     """One client's data: X (|I_k| x |J_k| CSR, local coordinates), I_k, J_k, labels."""
@@ -35,16 +40,19 @@ class ClientBlock:
 @dataclass(frozen=True)
 class Layout:
     """The public set-up information of a federated problem: who holds which samples and
-    features (I_k, J_k), N, d and |C_i|. What a server may know; no data, no labels."""
+    features (I_k, J_k), N, d and |C_i|. What a server may know; no data, no labels.
+    ``sq_norm_total`` = ||X||_F^2 = sum_k ||X^k||_F^2, the one statistic of the data the
+    clients disclose with their ids (for HyFDCA's ``prox="auto"``; None: not disclosed)."""
 
     n_samples: int
     n_features: int
     sample_ids: tuple
     feature_ids: tuple
     holder_counts: np.ndarray
+    sq_norm_total: float | None = None
 
     @classmethod
-    def from_ids(cls, sample_ids, feature_ids):
+    def from_ids(cls, sample_ids, feature_ids, sq_norm_total=None):
         """The layout of clients holding ``sample_ids[k]`` x ``feature_ids[k]`` (global
         ids, 0-based; N and d are one more than the largest id)."""
         sample_ids = tuple(np.asarray(i, dtype=np.int64) for i in sample_ids)
@@ -57,7 +65,8 @@ class Layout:
         if n and counts.min() == 0:
             raise ValueError(f"samples {_listing(np.flatnonzero(counts == 0))} are held by no "
                              f"client")
-        return cls(n, d, sample_ids, feature_ids, counts)
+        return cls(n, d, sample_ids, feature_ids, counts,
+                   None if sq_norm_total is None else float(sq_norm_total))
 
     @property
     def n_clients(self):
@@ -202,7 +211,8 @@ class FederatedDataset:
         """The public :class:`Layout` of these blocks."""
         return Layout(self.n_samples, self.n_features,
                       tuple(b.sample_ids for b in self.blocks),
-                      tuple(b.feature_ids for b in self.blocks), self.holder_counts)
+                      tuple(b.feature_ids for b in self.blocks), self.holder_counts,
+                      sum(block_sq_norm(b.X) for b in self.blocks))
 
     def reassemble(self):
         """(X, y) pooled again: X = sum_k X^k as canonical CSR (int32 indices)."""

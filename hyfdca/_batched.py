@@ -39,7 +39,7 @@ from hyfdca import _batched_kernels as kern
 from hyfdca._batched_layout import (Blocks, Draws, Duals, Params, RoundArrays, Scratch,
                                     UnionHoldings, structure_arrays)
 from hyfdca._certificate import (POINT_STEPS, Certificate, checked_certificate,
-                                  choose_point, larger_l1, next_point_margins)
+                                  choose_point, larger_l1, next_point_margins, prox_iterate)
 from hyfdca._checkpoint import CheckpointError
 from hyfdca._draws import sample_units, stream_key
 from hyfdca._encoding_range import check_encoding_range
@@ -47,10 +47,13 @@ from hyfdca._packing import draw_units
 from hyfdca._round import (aggregation_weights, choose_step, correction_factors,
                            draws_all_samples, eligible_samples, line_search_term_count,
                            margins_are_local, new_step_record, participants_are_synced,
-                           plan_round, sampling_streams, stalls, step_bits)
+                           moves_prox_centre, next_prox_centre, plan_round,
+                           sampling_streams, stalls, step_bits)
 from hyfdca._settings import check_classification_labels
 
 BACKENDS = ("numba", "cupy")
+# arrays a checkpoint written before the proximal outer loop lacks (zeros without prox)
+PROX_STATE = {"prox_centre", "prox_last_w"}
 
 
 def runs_on_batched_engine(settings):
@@ -179,7 +182,7 @@ class BatchedHyFDCA:
         self.step_bits = step_bits(s)
         self.params = Params(alpha_scale=2.0 ** -(self.frac_bits + self.step_bits),
                              frac_scale=2.0 ** self.frac_bits,
-                             inv_frac_scale=2.0 ** -self.frac_bits, lam_n=s.lam_n,
+                             inv_frac_scale=2.0 ** -self.frac_bits, lam_n=s.round_lam_n,
                              n_samples=N, loss_code=s.loss_code, sigma=s.sigma_bound,
                              smoothing=s.smoothing)
         # per-chunk scratch, one row per Numba thread, sized by the largest client
@@ -229,6 +232,8 @@ class BatchedHyFDCA:
         # whether the line search has stalled (the rounds then run s.after_stall()), and
         # its record of zero steps (hyfdca._round.stalls)
         self.stalled, self.zero_steps = False, new_step_record()
+        # the proximal centre c and the server's w at its last move (settings.prox > 0)
+        self.prox_centre, self.prox_last_w = np.zeros(d), np.zeros(d)
         # per-round buffers kept between rounds (a fresh allocation costs page faults)
         self.avail_mask = np.zeros(K, dtype=bool)
         self.shares = np.zeros((line_search_term_count(s), K))
@@ -236,7 +241,8 @@ class BatchedHyFDCA:
     # --- checkpoints ----------------------------------------------------------------------
 
     _STRUCTURES = ("draws", "duals", "arrays", "scratch")
-    _ARRAYS = ("w", "dw", "avail_mask", "shares", "point_w", "point_z", "zero_steps")
+    _ARRAYS = ("w", "dw", "avail_mask", "shares", "point_w", "point_z", "zero_steps",
+               "prox_centre", "prox_last_w")
 
     def checkpoint_files(self):
         """File name -> bytes (``hyfdca._checkpoint``): every array of the run's state and
@@ -272,13 +278,16 @@ class BatchedHyFDCA:
         if not path.is_file():
             raise CheckpointError(f"checkpoint file {path} is missing")
         with np.load(path, allow_pickle=False) as saved:
-            missing = sorted((set(run._state_by_name()) | {"counters"}) - set(saved.files))
+            missing = sorted((set(run._state_by_name()) | {"counters"}) - set(saved.files)
+                             - (PROX_STATE if run.settings.kappa == 0 else set()))
             if missing:
                 raise CheckpointError(f"{path} lacks the arrays {missing}")
             counters = json.loads(str(saved["counters"]))
             if counters.get("stalled"):
                 run._fall_back()  # the draws' sizes of after_stall()
             for key, target in run._state_by_name().items():
+                if key not in saved.files:  # a checkpoint from before prox, run without
+                    continue
                 if saved[key].shape != target.shape:
                     raise CheckpointError(f"{path}: {key} has shape {saved[key].shape}, "
                                           f"this run's {target.shape}")
@@ -407,6 +416,10 @@ class BatchedHyFDCA:
         if plan.second_inner_product:
             kern.inner_products(avail, B, P, R, cur, True, self.w, X.wk)
             self._check("an inner product")
+        if moves_prox_centre(s, stamp):  # at the round's end, as the message engine
+            self.prox_centre, shift, self.prox_last_w = next_prox_centre(
+                s, self.w, self.prox_centre, self.prox_last_w)
+            self.w += shift
         self.round += 1
         if falls_back:
             self._fall_back()
@@ -437,10 +450,11 @@ class BatchedHyFDCA:
         n_hold = B.hold_sample.size
         eval_alpha = np.empty(n_hold)
         v = np.empty(B.hold_feat.size)
-        kern.certificate_primal(B, P, self.duals, eval_alpha, v)
-        w = np.empty(self.n_features)
-        kern.aggregate_features(v, B.hold_feat, w)
+        kern.certificate_primal(B, P._replace(lam_n=s.lam_n), self.duals, eval_alpha, v)
+        w_alpha = np.empty(self.n_features)
+        kern.aggregate_features(v, B.hold_feat, w_alpha)
         del v
+        w = prox_iterate(s, w_alpha, self.prox_centre)
         z = np.empty(n_hold)
         sums = np.empty((POINT_STEPS.size + 1, self.n_clients))
         kern.certificate_sums(B, P, eval_alpha, w, self.scratch.wk,
@@ -452,8 +466,9 @@ class BatchedHyFDCA:
         totals = unmasked_total(sums, self.frac_bits)
         step, primal, point_w, iterate = choose_point(
             s.lam, w, self.point_w if self.have_point else None, totals[:-1])
-        dual = -0.5 * s.lam * float(w @ w) + float(totals[-1])
-        checked_certificate(min(primal, iterate), dual, larger_l1(w, point_w), lam=s.lam,
+        dual = -0.5 * s.lam * float(w_alpha @ w_alpha) + float(totals[-1])
+        checked_certificate(min(primal, iterate), dual,
+                            larger_l1(larger_l1(w, w_alpha), point_w), lam=s.lam,
                             frac_bits=self.frac_bits, n_clients=self.n_clients,
                             max_sq_norm=self.max_sq_norm, round_=self.round)
         self.point_z[:] = next_point_margins(step, z, self.point_z)

@@ -5,7 +5,8 @@ forged share, an encoding error), never that the run converged.
 It also holds the certified point (docs/algorithm.md section 3): the primal model a
 certificate certifies is the best point of the segment between the last certified point
 w_c and this certificate's w(alpha), w_c <- c w(alpha) + (1 - c) w_c with c in
-``POINT_STEPS`` minimising P; both engines call the functions below."""
+``POINT_STEPS`` minimising P (with ``prox`` > 0, the proximal iterate in place of
+w(alpha): :func:`prox_iterate`); both engines call the functions below."""
 
 from typing import NamedTuple
 
@@ -47,6 +48,18 @@ def segment_objective_sums(code, z, z_point, y, alpha, weight, smoothing, out):
         out[last] += weight[i] * loss_value(code, z[i], y[i], smoothing)
         out[last + 1] += weight[i] * neg_conjugate(code, projected_dual(code, alpha[i], y[i]),
                                                    y[i], smoothing)
+
+
+def prox_iterate(settings, w_alpha, centre):
+    """The primal point a certificate offers beside the certified point: w(alpha) =
+    X^T alpha / (lam N), or, when the rounds solve the proximal problem (``prox`` =
+    kappa > 0, ``hyfdca._round.next_prox_centre``), that problem's iterate (kappa/mu) c +
+    (lam/mu) w(alpha), mu = lam + kappa. D(alpha) is always the original problem's, on
+    w(alpha)."""
+    if settings.kappa <= 0:
+        return w_alpha
+    mu = settings.round_lam
+    return (settings.kappa / mu) * centre + (settings.lam / mu) * w_alpha
 
 
 def next_point_margins(step, z, z_point):

@@ -166,10 +166,11 @@ class Client:
             self.alpha[pos] = values
 
     def _change(self, positions, dalpha):
-        """(X^k)^T dalpha / (lam N) over J_k, dalpha given on ``positions``."""
+        """(X^k)^T dalpha / (mu N) over J_k, dalpha given on ``positions`` (mu = lam
+        without ``prox``: ``HyFDCASettings.round_lam``)."""
         out = np.zeros(self.X.shape[1])
         rows_change(self.X.data, self.X.indices, self.X.indptr, positions, dalpha,
-                    self.settings.lam_n, out)
+                    self.settings.round_lam_n, out)
         return out
 
     def _report_synced(self):
@@ -269,13 +270,14 @@ class Client:
 
     def resync(self, message):
         """Rejoin after losing its state: alpha := the synced alpha of all its samples;
-        send v_k = (X^k)^T alpha / (lam N) in full (it replaces the server's old v_k)."""
+        send v_k = (X^k)^T alpha / (mu N) in full (it replaces the server's old v_k)."""
         self._pending = None  # nothing tentative: alpha becomes the server's alpha
         self._apply_sync(message.sync)
         self._synced[:] = 0.0  # v_k goes in full, not as the sync's change
         self._synced_mask[:] = False
         self._sent_parts[:] = 0.0  # the server's stored parts restart from 0 too
-        return msg.PrimalContribution(change=self.X.T @ self.alpha / self.settings.lam_n,
+        v_k = self.X.T @ self.alpha / self.settings.round_lam_n
+        return msg.PrimalContribution(change=v_k,
                                       drawn=np.zeros(0, dtype=np.int64),
                                       refresh=self._take_refresh())
 
@@ -345,7 +347,7 @@ class Client:
         start = time.perf_counter()
         dalpha, _ = local_dual_method(self.X.data, self.X.indices, self.X.indptr, self.y,
                                       self.alpha, z, self.q, self.rho, self.drawn,
-                                      s.loss_code, s.lam_n, s.sigma_bound, s.smoothing,
+                                      s.loss_code, s.round_lam_n, s.sigma_bound, s.smoothing,
                                       self.X.shape[1])
         self.compute_seconds = time.perf_counter() - start
         self.compute_ops = local_work(self.X.indptr, self.drawn)

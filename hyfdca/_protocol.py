@@ -37,7 +37,7 @@ import numpy as np
 from crypto import DealtKeys, deal_keys, masked_total
 from feddata import Participation
 from hyfdca import _messages as msg
-from hyfdca._certificate import Certificate, checked_certificate, larger_l1
+from hyfdca._certificate import Certificate, checked_certificate, larger_l1, prox_iterate
 from hyfdca._checkpoint import CheckpointError, pickled, unpickled
 from hyfdca._encoding_range import (LANE_BITS, check_encoding_range, check_slot_capacity,
                                     packing_options)
@@ -356,6 +356,7 @@ class HyFDCARun:
         return self._finish_round(avail, before, g, compute, compute_ops)
 
     def _finish_round(self, avail, before, g, compute=0.0, compute_ops=0):
+        self.server.end_round(self.round + 1)
         traffic = self.transport.take_traffic()
         after = self.counts.as_dict()
         self.round += 1
@@ -413,7 +414,8 @@ class HyFDCARun:
             self._exchange("certificate: dual sync + primal aggregation", everyone,
                            lambda k: server.dual_sync(k, commit=False),
                            lambda k, reply: v.__setitem__(k, reply.v))
-            w = server.aggregate_primal([v[k] for k in everyone])
+            w_alpha = server.aggregate_primal([v[k] for k in everyone])
+            w = prox_iterate(self.settings, w_alpha, server.prox_centre)
             self._exchange("certificate: inner products", everyone,
                            lambda k: msg.WeightsAndRequest(
                                w[server.feature_ids[k]], np.arange(server.sample_ids[k].size),
@@ -426,9 +428,10 @@ class HyFDCARun:
         totals = masked_total(shares.items(), everyone, self.frac_bits,
                               tag=f"certificate sums, {tag}")
         lam = self.settings.lam
-        dual = -0.5 * lam * float(w @ w) + float(totals[-2])
+        dual = -0.5 * lam * float(w_alpha @ w_alpha) + float(totals[-2])
         step, primal, point_w, iterate = server.point_choice(w, totals[:-2], totals[-1])
-        checked_certificate(min(primal, iterate), dual, larger_l1(w, point_w), lam=lam,
+        checked_certificate(min(primal, iterate), dual,
+                            larger_l1(larger_l1(w, w_alpha), point_w), lam=lam,
                             frac_bits=self.frac_bits,
                             n_clients=self.layout.n_clients, max_sq_norm=self.max_sq_norm,
                             round_=self.round)

@@ -24,6 +24,8 @@ plain switches from the settings (draws permuted or random, line search on or of
   alpha (:func:`participants_are_synced`: no dual sync is due); the range of the dual
   updates the holders encrypt (:func:`dual_update_range_bits`); when it has stalled
   (:func:`stalls`: the switch to ``HyFDCASettings.after_stall``).
+- The proximal outer loop (``prox`` > 0): when the centre moves and where
+  (:func:`moves_prox_centre`, :func:`next_prox_centre`).
 """
 
 from typing import NamedTuple
@@ -300,10 +302,35 @@ def choose_step(settings, revealed, w, dw):
     at most ``step_cap``."""
     g = 1.0
     if settings.line_search and settings.loss == "logistic":
-        g = grid_line_search_step(revealed, w, dw, settings.lam)
+        g = grid_line_search_step(revealed, w, dw, settings.round_lam)
     elif settings.line_search:
-        g = line_search_step(revealed, w, dw, settings.lam, settings.curvature_of_conjugate)
+        g = line_search_step(revealed, w, dw, settings.round_lam,
+                             settings.curvature_of_conjugate)
     return quantize_step(min(g, settings.step_cap), step_bits(settings))
+
+
+def moves_prox_centre(settings, round_):
+    """Whether the proximal centre moves after round ``round_`` (counted from 1)."""
+    return settings.kappa > 0 and round_ % settings.prox_rounds == 0
+
+
+def next_prox_centre(settings, w, centre, last_w):
+    """The accelerated proximal outer step (``settings.kappa`` > 0), made by the
+    server in the clear every ``prox_rounds`` rounds. The rounds solve
+    P(w) + (kappa/2)||w - c||^2, whose dual map is w = (kappa/mu) c + X^T alpha / (mu N)
+    (mu = lam + kappa), so w holds the offset (kappa/mu) c. With w the server's w now and
+    last_w its w at the previous move, the centre becomes
+
+        c' = w + beta (w - last_w),  beta = (1 - sqrt(lam/mu)) / (1 + sqrt(lam/mu))
+
+    (Nesterov's extrapolation for a mu/lam-conditioned outer problem). Returns (c', the
+    change (kappa/mu)(c' - c) to add to w, the new last_w). alpha is unchanged: the dual
+    box does not depend on c."""
+    mu = settings.round_lam
+    ratio = np.sqrt(settings.lam / mu)
+    beta = (1.0 - ratio) / (1.0 + ratio)
+    new_centre = w + beta * (w - last_w)
+    return new_centre, (settings.kappa / mu) * (new_centre - centre), w.copy()
 
 
 def is_full_step(m, settings):

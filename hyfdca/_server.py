@@ -17,8 +17,8 @@ import numpy as np
 from hyfdca import _messages as msg
 from hyfdca._certificate import choose_point
 from hyfdca._packing import BlockLayout, draw_units
-from hyfdca._round import (choose_step, new_step_record, participants_are_synced, stalls,
-                           step_bits)
+from hyfdca._round import (choose_step, moves_prox_centre, new_step_record,
+                           next_prox_centre, participants_are_synced, stalls, step_bits)
 
 
 class Server:
@@ -56,6 +56,9 @@ class Server:
         # whether the line search has stalled (hyfdca._round.stalls; then every round
         # runs settings.after_stall() and the dual syncs tell the clients), and its record
         self.stalled, self.zero_steps = False, new_step_record()
+        # the proximal centre c and w at its last move (settings.prox > 0)
+        self.prox_centre = np.zeros(self.n_features)
+        self.prox_last_w = np.zeros(self.n_features)
 
     @property
     def round_settings(self):
@@ -242,6 +245,15 @@ class Server:
                 self.drawn[k] = next_draws[k]
         self.w = self.w + g * dw
         return g
+
+    def end_round(self, round_):
+        """After round ``round_`` (from 1), whatever took part: move the proximal centre
+        where it is due (``_round.next_prox_centre``; w takes the offset's change)."""
+        s = self.round_settings
+        if moves_prox_centre(s, round_):
+            self.prox_centre, shift, self.prox_last_w = next_prox_centre(
+                s, self.w, self.prox_centre, self.prox_last_w)
+            self.w = self.w + shift
 
     # --- a client that lost its state rejoins -----------------------------------------
 

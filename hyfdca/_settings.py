@@ -14,6 +14,10 @@ from solvers import CLASSIFICATION_LOSSES, LOSS_CODES, loss_code
 # (docs/algorithm.md 5.3). Settings changed after from_variant (dataclasses.replace) keep
 # the iic resolved at the lam they were made with.
 AUTO_PARTIAL_IIC, AUTO_PARTIAL_LAM = 0.03, 1e-4
+# prox="auto": mu = lam + kappa is the mean q_i / N (the rounds' problem conditioned as
+# SDCA likes it), but at most PROX_CAP lam: the certificate's dual is the original
+# problem's, which lags the proximal one by about mu / lam (docs/algorithm.md section 6)
+PROX_CAP = 10.0
 
 VARIANTS = {
     # The paper's published method: sigma = 1, rho = 1, no line search, independent draws
@@ -104,6 +108,14 @@ class HyFDCASettings:
     instead of nearly all of them.
     ``stall_fallback``: under partial participation, once the line search stalls
     (``_round.stalls``) the run goes on with :meth:`after_stall` for good.
+    ``prox`` = kappa > 0 runs the rounds on the proximal problem P(w) + (kappa/2)
+    ||w - c||^2 (regularisation mu = lam + kappa, better conditioned) and moves its
+    centre c every ``prox_rounds`` rounds by Nesterov's extrapolation
+    (``_round.next_prox_centre``: an accelerated proximal outer loop, docs/algorithm.md
+    section 6); the certificate stays that of the original problem. 0: off. "auto":
+    mu = min(mean_i q_i / N, PROX_CAP lam), kappa = max(0, mu - lam): the rounds' mu N
+    is the mean squared row norm where that is at most PROX_CAP lam N (:meth:`bind`,
+    from the layout's ``sq_norm_total``).
     """
 
     loss: str = "hinge"
@@ -127,6 +139,8 @@ class HyFDCASettings:
     curvature_scaling: str = "none"
     holder_weights: str = "equal"
     stall_fallback: bool = False
+    prox: float | str = 0.0
+    prox_rounds: int = 25
     # fields given explicitly to from_variant (kept when bind() re-resolves "auto")
     overridden: tuple = ()
     # filled in by bind(); read through lam_n and sigma_bound, which refuse unbound settings
@@ -202,6 +216,11 @@ class HyFDCASettings:
              "logistic"),
             (not self.stall_fallback or self.line_search,
              "stall_fallback watches the line search: it needs line_search=True"),
+            (self.prox == "auto" or (isinstance(self.prox, (int, float))
+                                     and np.isfinite(self.prox) and self.prox >= 0),
+             f"prox must be a number >= 0 or 'auto', got {self.prox!r}"),
+            (type(self.prox_rounds) is int and self.prox_rounds >= 1,
+             f"prox_rounds must be an integer >= 1, got {self.prox_rounds!r}"),
         ]
         problems = [text for ok, text in checks if not ok]
         if problems:
@@ -223,7 +242,20 @@ class HyFDCASettings:
         if sigma == "safe":
             counts = layout.holder_counts
             sigma = sum(float(np.max(1.0 / counts[ids])) for ids in layout.sample_ids)
-        return replace(self, n_samples=layout.n_samples, sigma_value=float(sigma))
+        return replace(self, n_samples=layout.n_samples, sigma_value=float(sigma),
+                       prox=self._prox_on(layout))
+
+    def _prox_on(self, layout):
+        """kappa as a number: ``prox`` resolved on the layout where it is "auto"."""
+        if self.prox != "auto":
+            return self.prox
+        if layout.sq_norm_total is None:
+            raise ValueError("prox='auto' sets kappa from the clients' total squared norm "
+                             "||X||_F^2, which this layout lacks (Layout.sq_norm_total); "
+                             "give prox as a number")
+        n = max(layout.n_samples, 1)
+        conditioned = float(layout.sq_norm_total) / n / n
+        return max(0.0, min(conditioned, PROX_CAP * self.lam) - self.lam)
 
     @property
     def watches_stall(self):
@@ -266,6 +298,24 @@ class HyFDCASettings:
         """lam N (bound settings only)."""
         self._require_bound("lam_n")
         return self.lam * self.n_samples
+
+    @property
+    def kappa(self):
+        """``prox`` as a number (bound settings where it is "auto")."""
+        if self.prox == "auto":
+            self._require_bound("kappa")
+        return float(self.prox)
+
+    @property
+    def round_lam(self):
+        """mu = lam + kappa: the regularisation the rounds solve for (lam without prox)."""
+        return self.lam + self.kappa
+
+    @property
+    def round_lam_n(self):
+        """mu N (bound settings only): the rounds' lam N."""
+        self._require_bound("round_lam_n")
+        return self.round_lam * self.n_samples
 
     @property
     def sigma_bound(self):

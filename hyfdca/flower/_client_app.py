@@ -20,6 +20,7 @@ from functools import lru_cache, partial
 from flwr.app import ConfigRecord, Message, RecordDict
 from flwr.clientapp import ClientApp
 
+from feddata import block_sq_norm
 from hyfdca._checkpoint import array_bytes
 from hyfdca._client import Client
 from hyfdca._messages import PredictRequest
@@ -92,12 +93,14 @@ def _keys(path):
 
 
 def describe(message, context, defaults):
-    """Who this node is: its client id and its I_k, J_k (public set-up information)."""
+    """Who this node is: its client id, its I_k, J_k and ||X^k||_F^2 (public set-up
+    information, ``feddata.Layout``)."""
     k, data, _ = _identity(context, defaults)
     block = _block(data)
     return Message(RecordDict({RECORD: ConfigRecord({
         "client": k, "sample_ids": array_bytes(block.sample_ids),
-        "feature_ids": array_bytes(block.feature_ids)})}), reply_to=message)
+        "feature_ids": array_bytes(block.feature_ids),
+        "sq_norm": block_sq_norm(block.X)})}), reply_to=message)
 
 
 def configure(message, context, defaults):

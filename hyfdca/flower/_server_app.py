@@ -64,7 +64,8 @@ def connect(grid, config):
         raise ValueError(f"the SuperNodes report client ids {sorted(ids)}; expected 0..{count - 1}")
     order = np.argsort(ids)
     layout = Layout.from_ids([bytes_array(described[i]["sample_ids"]) for i in order],
-                             [bytes_array(described[i]["feature_ids"]) for i in order])
+                             [bytes_array(described[i]["feature_ids"]) for i in order],
+                             sum(float(described[i]["sq_norm"]) for i in order))
     return layout, [nodes[i] for i in order]
 
 

@@ -120,6 +120,18 @@ def test_bit_identical_with_a_capped_step(small, name, participation, variant):
     assert_same_run(partitions(*small)[name], settings)
 
 
+@pytest.mark.parametrize("name", ["horizontal", "vertical", "hybrid", "explicit-overlapping"])
+@pytest.mark.parametrize("participation, variant", [
+    ("full", "auto"), ("fraction", "auto"), ("cyclic", "auto"), ("fraction", "paper")])
+def test_bit_identical_with_the_proximal_outer_loop(small, name, participation, variant):
+    """prox > 0: mu = lam + kappa in the rounds, the centre moved by hyfdca._round every
+    prox_rounds rounds (here 3 times in 8 rounds), the certificate's proximal iterate:
+    both engines bit for bit."""
+    settings = HyFDCASettings.from_variant(variant, lam=LAM, H=30, participation=participation,
+                                           fraction=0.6, prox=0.2, prox_rounds=2)
+    assert_same_run(partitions(*small)[name], settings, rounds=8)
+
+
 @pytest.mark.parametrize("name", ["hybrid", "dealt", "explicit-overlapping"])
 @pytest.mark.parametrize("participation", ["full", "fraction", "cyclic"])
 def test_bit_identical_with_the_scaled_line_search(small, name, participation):

@@ -112,6 +112,23 @@ def test_resume_with_block_draws_gives_the_uninterrupted_bits(tmp_path, engine, 
     same_history(ha.state(), hb.state())
 
 
+@pytest.mark.parametrize("engine, crypto", [("protocol", "mask"), ("batched", "plain")])
+def test_resume_inside_the_proximal_outer_loop_gives_the_uninterrupted_bits(tmp_path, engine,
+                                                                           crypto):
+    """prox > 0: a checkpoint between two moves of the centre (round 3 of prox_rounds 2)
+    keeps the centre and the last w, and the resumed run is the uninterrupted one."""
+    fed, settings = job.problem()
+    settings = HyFDCASettings.from_variant("auto", lam=settings.lam, fraction=0.6,
+                                           participation="fraction", prox=0.3,
+                                           prox_rounds=2)
+    opts = dict(eval_every=2, crypto=crypto, engine=engine, **job.options(crypto))
+    a, ha = run_hyfdca(fed, settings, max_rounds=7, **opts)
+    run_hyfdca(fed, settings, max_rounds=3, checkpoint=tmp_path, **opts)
+    b, hb = run_hyfdca(fed, settings, max_rounds=7, checkpoint=tmp_path, resume=True, **opts)
+    np.testing.assert_array_equal(a.model, b.model)
+    same_history(ha.state(), hb.state())
+
+
 def _objects(value, seen=None):
     """Every object reachable from ``value`` through containers and attributes."""
     seen = set() if seen is None else seen

@@ -140,3 +140,66 @@ def test_norm_share_weights_partition_each_row_among_its_holders():
                                           partial) == 1.0)
     with pytest.raises(ValueError, match="holder_weights"):
         HyFDCASettings.from_variant("paper", holder_weights="norm")
+
+
+def test_prox_auto_sets_kappa_from_the_disclosed_norm_and_caps_it():
+    """prox="auto": kappa = max(0, ||X||_F^2 / N^2 - lam), at most (PROX_CAP - 1) lam, from
+    the layout's sq_norm_total; refused where the layout lacks it; bad values are named."""
+    from feddata import Layout
+    from feddata.partition import hybrid_grid
+    from hyfdca import HyFDCASettings
+    from hyfdca._settings import PROX_CAP
+
+    rng = np.random.default_rng(0)
+    X, y = rng.normal(size=(40, 6)), np.where(rng.random(40) < 0.5, 1.0, -1.0)
+    fed = hybrid_grid(X, y, 2, 2)
+    ratio = float(np.sum(X * X)) / 40 / 40
+    for lam, expected in ((ratio / 3, ratio - ratio / 3), (ratio / 50, (PROX_CAP - 1) * ratio / 50),
+                          (2 * ratio, 0.0)):
+        bound = HyFDCASettings.from_variant("auto-full", lam=lam, prox="auto").bind(fed)
+        assert bound.kappa == pytest.approx(expected, rel=1e-12)
+        assert bound.round_lam == pytest.approx(lam + expected, rel=1e-12)
+    bare = Layout.from_ids([b.sample_ids for b in fed.blocks], [b.feature_ids for b in fed.blocks])
+    with pytest.raises(ValueError, match="sq_norm_total"):
+        HyFDCASettings.from_variant("auto-full", lam=0.1, prox="auto").bind(bare)
+    with pytest.raises(RuntimeError, match="bind"):
+        HyFDCASettings.from_variant("auto-full", lam=0.1, prox="auto").kappa
+    for bad, name in ((-1.0, "prox"), (float("nan"), "prox"), ("often", "prox")):
+        with pytest.raises(ValueError, match=name):
+            HyFDCASettings.from_variant("auto-full", lam=0.1, prox=bad)
+    with pytest.raises(ValueError, match="prox_rounds"):
+        HyFDCASettings.from_variant("auto-full", lam=0.1, prox_rounds=0)
+
+
+def test_the_prox_centre_moves_by_nesterovs_extrapolation():
+    from hyfdca import HyFDCASettings
+    from hyfdca._round import moves_prox_centre, next_prox_centre
+
+    settings = HyFDCASettings.from_variant("auto-full", lam=0.01, prox=0.08, prox_rounds=5)
+    w, centre, last = np.array([1.0, -2.0]), np.array([0.5, 0.5]), np.array([0.0, -1.0])
+    beta = (1 - np.sqrt(0.01 / 0.09)) / (1 + np.sqrt(0.01 / 0.09))
+    new_centre, shift, new_last = next_prox_centre(settings, w, centre, last)
+    np.testing.assert_allclose(new_centre, w + beta * (w - last), rtol=1e-15)
+    np.testing.assert_allclose(shift, 0.08 / 0.09 * (new_centre - centre), rtol=1e-15)
+    np.testing.assert_array_equal(new_last, w)
+    assert [r for r in range(1, 16) if moves_prox_centre(settings, r)] == [5, 10, 15]
+    off = HyFDCASettings.from_variant("auto-full", lam=0.01)
+    assert not any(moves_prox_centre(off, r) for r in range(1, 50))
+
+
+def test_the_proximal_rounds_keep_w_on_the_proximal_dual_map():
+    """With every holder present (horizontal data, full participation) the server's w is
+    (kappa/mu) c + X^T alpha / (mu N) after every round, centre moves included."""
+    from feddata.partition import horizontal
+    from hyfdca import BatchedHyFDCA, HyFDCASettings
+
+    rng = np.random.default_rng(1)
+    X, y = rng.normal(size=(90, 5)), np.where(rng.random(90) < 0.5, 1.0, -1.0)
+    settings = HyFDCASettings.from_variant("auto", lam=0.01, prox=0.05, prox_rounds=2)
+    run = BatchedHyFDCA(horizontal(X, y, 3), settings, seed=0)
+    for _ in range(7):
+        run.step()
+        mu = 0.06
+        expected = 0.05 / mu * run.prox_centre + X.T @ run.alpha / (mu * 90)
+        np.testing.assert_allclose(run.w, expected, rtol=1e-8, atol=1e-10)
+    assert np.any(run.prox_centre)
