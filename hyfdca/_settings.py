@@ -15,8 +15,9 @@ from solvers import CLASSIFICATION_LOSSES, LOSS_CODES, loss_code
 # the iic resolved at the lam they were made with.
 AUTO_PARTIAL_IIC, AUTO_PARTIAL_LAM = 0.03, 1e-4
 # prox="auto": mu = lam + kappa is the mean q_i / N (the rounds' problem conditioned as
-# SDCA likes it), but at most PROX_CAP lam: the certificate's dual is the original
-# problem's, which lags the proximal one by about mu / lam (docs/algorithm.md section 6)
+# SDCA likes it), but at most prox_cap lam (default PROX_CAP): the certificate's dual is
+# the original problem's, which lags the proximal one by about mu / lam, and stale state
+# under partial participation lags more (docs/algorithm.md section 6, ninth round)
 PROX_CAP = 10.0
 
 VARIANTS = {
@@ -46,9 +47,11 @@ VARIANTS = {
     # clients do not spend a round on one or two.
     # All the auto presets weight each holder's update by its share of the row's norm
     # (holder_weights="norm-share", docs/algorithm.md section 5.3).
+    # The line-search presets run the accelerated proximal outer loop (prox="auto"; with
+    # its kappa capped lower, 3 lam, under the capped line search's staleness).
     "auto-full": dict(sigma=1.0, rho="norm", line_search=True, sampling="shared",
                       draw="permuted", aggregation="mean", iic=1.0,
-                      holder_weights="norm-share"),
+                      holder_weights="norm-share", prox="auto"),
     # (its iic is scaled with lam by _preset_values)
     "auto-partial": dict(sigma="safe", rho="norm", line_search=False, sampling="shared",
                          draw="permuted", aggregation="mean", iic=AUTO_PARTIAL_IIC, min_H=10,
@@ -64,7 +67,7 @@ VARIANTS = {
     "scaled-line-search": dict(sigma=1.0, rho="norm", line_search=True,
                                sampling="shared", draw="permuted", aggregation="mean",
                                iic=0.3, curvature_scaling="absent-share",
-                               holder_weights="norm-share"),
+                               holder_weights="norm-share", prox="auto"),
     # The same with its step capped at 0.3 and its iic scaled with lam as auto-partial's
     # (by _preset_values); once its line search stalls (g = 0 in half of the last 100
     # rounds: _round.stalls) the run goes on with auto-partial's rounds for good
@@ -74,7 +77,8 @@ VARIANTS = {
     "capped-line-search": dict(sigma="safe", rho="norm", line_search=True,
                                sampling="shared", draw="permuted", aggregation="mean",
                                iic=0.3, curvature_scaling="absent-share", step_cap=0.3,
-                               holder_weights="norm-share", stall_fallback=True),
+                               holder_weights="norm-share", stall_fallback=True,
+                               prox="auto", prox_cap=3.0),
 }
 # what after_stall takes from auto-partial (the rest of the two presets is the same)
 FALLBACK_PRESET, FALLBACK_FIELDS = "auto-partial", ("iic", "min_H")
@@ -113,8 +117,8 @@ class HyFDCASettings:
     centre c every ``prox_rounds`` rounds by Nesterov's extrapolation
     (``_round.next_prox_centre``: an accelerated proximal outer loop, docs/algorithm.md
     section 6); the certificate stays that of the original problem. 0: off. "auto":
-    mu = min(mean_i q_i / N, PROX_CAP lam), kappa = max(0, mu - lam): the rounds' mu N
-    is the mean squared row norm where that is at most PROX_CAP lam N (:meth:`bind`,
+    mu = min(mean_i q_i / N, prox_cap lam), kappa = max(0, mu - lam): the rounds' mu N
+    is the mean squared row norm where that is at most prox_cap lam N (:meth:`bind`,
     from the layout's ``sq_norm_total``).
     """
 
@@ -140,7 +144,8 @@ class HyFDCASettings:
     holder_weights: str = "equal"
     stall_fallback: bool = False
     prox: float | str = 0.0
-    prox_rounds: int = 25
+    prox_rounds: int = 10
+    prox_cap: float = PROX_CAP
     # fields given explicitly to from_variant (kept when bind() re-resolves "auto")
     overridden: tuple = ()
     # filled in by bind(); read through lam_n and sigma_bound, which refuse unbound settings
@@ -221,6 +226,8 @@ class HyFDCASettings:
              f"prox must be a number >= 0 or 'auto', got {self.prox!r}"),
             (type(self.prox_rounds) is int and self.prox_rounds >= 1,
              f"prox_rounds must be an integer >= 1, got {self.prox_rounds!r}"),
+            (isinstance(self.prox_cap, (int, float)) and self.prox_cap >= 1,
+             f"prox_cap must be a number >= 1, got {self.prox_cap!r}"),
         ]
         problems = [text for ok, text in checks if not ok]
         if problems:
@@ -255,7 +262,7 @@ class HyFDCASettings:
                              "give prox as a number")
         n = max(layout.n_samples, 1)
         conditioned = float(layout.sq_norm_total) / n / n
-        return max(0.0, min(conditioned, PROX_CAP * self.lam) - self.lam)
+        return max(0.0, min(conditioned, self.prox_cap * self.lam) - self.lam)
 
     @property
     def watches_stall(self):

@@ -8,7 +8,7 @@ import pytest
 from feddata import partition as P
 from hyfdca import BatchedHyFDCA, HyFDCARun, HyFDCASettings
 from hyfdca import _messages as msg
-from hyfdca._certificate import POINT_STEPS, choose_point
+from hyfdca._certificate import POINT_STEPS, choose_point, prox_iterate
 
 LAM = 1e-3
 
@@ -55,8 +55,9 @@ def test_the_point_never_rises_and_is_what_it_claims(grid):
         previous = cert.primal
         # the primal claimed is the pooled primal of the point returned (fixed-point 2^-32)
         assert cert.primal == pytest.approx(pooled_primal(grid, cert.w), abs=1e-7)
-        assert cert.iterate_primal == pytest.approx(
-            pooled_primal(grid, pooled_w(grid, run.alpha)), abs=1e-7)
+        # the segment's other end: w(alpha), or the proximal iterate where prox > 0
+        iterate = prox_iterate(run.settings, pooled_w(grid, run.alpha), run.prox_centre)
+        assert cert.iterate_primal == pytest.approx(pooled_primal(grid, iterate), abs=1e-7)
     assert chose_inside  # the segment found points better than both ends
 
 

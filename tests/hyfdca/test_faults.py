@@ -227,14 +227,15 @@ def test_a_certificate_that_cannot_reach_everyone_is_named(grid):
 # --- a client that loses its state rejoins ------------------------------------------------
 
 def assert_w_accounts_for_each_client(run):
-    """w = sum_k v_k, and the server's v_k of every client is (X^k)^T alpha^(k) / (lam N)
-    at the client's own settled copy of alpha: no contribution counted twice or lost."""
-    server = run.server
-    total = np.zeros_like(server.w)
+    """w = (kappa/mu) c + sum_k v_k (no offset without prox), and the server's v_k of every
+    client is (X^k)^T alpha^(k) / (mu N) at the client's own settled copy of alpha: no
+    contribution counted twice or lost."""
+    server, s = run.server, run.settings
+    total = s.kappa / s.round_lam * server.prox_centre
     for k, client in enumerate(run.clients):
         alpha = client.settled_alpha(server.client_step[k])
         np.testing.assert_allclose(server.contribution[k],
-                                   client.X.T @ alpha / run.settings.lam_n, atol=1e-9)
+                                   client.X.T @ alpha / s.round_lam_n, atol=1e-9)
         total[server.feature_ids[k]] += server.contribution[k]
     np.testing.assert_allclose(server.w, total, atol=1e-9)
 

@@ -8,6 +8,7 @@ import pytest
 
 from feddata import partition as P
 from hyfdca._draws import draw_positions, sample_units
+from hyfdca._certificate import prox_iterate
 from hyfdca import run_hyfdca
 from hyfdca import HyFDCASettings
 from solvers import as_csr, encode_targets, loss_code, primal_objective, reference_optimum
@@ -76,7 +77,10 @@ def test_server_w_is_the_dual_map_of_alpha(small, name, participation, variant, 
                                            fraction=0.7, aggregation=aggregation)
     run, _ = run_hyfdca(fed, settings, max_rounds=12, eval_every=100, seed=1)
     Xp, _ = fed.reassemble()
-    np.testing.assert_allclose(run.server.w, Xp.T @ server_alpha(run) / (LAM * X.shape[0]),
+    s = run.settings  # auto at full participation: the proximal outer loop, mu = lam + kappa
+    offset = s.kappa / s.round_lam * run.server.prox_centre
+    np.testing.assert_allclose(run.server.w,
+                               offset + Xp.T @ server_alpha(run) / (s.round_lam * X.shape[0]),
                                atol=1e-12)
 
 
@@ -178,7 +182,9 @@ def test_certificate_matches_pooled_objectives(small):
     run, history = run_hyfdca(fed, settings, max_rounds=5, eval_every=5)
     alpha = server_alpha(run)
     w = X.T @ alpha / (LAM * len(y))
-    primal = LAM / 2 * w @ w + np.mean(np.maximum(0, 1 - y * (X @ w)))
+    # the primal at the proximal iterate (w(alpha) without prox), the dual at w(alpha)
+    point = prox_iterate(run.settings, w, run.server.prox_centre)
+    primal = LAM / 2 * point @ point + np.mean(np.maximum(0, 1 - y * (X @ point)))
     dual = -LAM / 2 * w @ w + np.mean(alpha * y)
     last = history.last_evaluation
     assert last["primal"] == pytest.approx(primal, abs=1e-8)
