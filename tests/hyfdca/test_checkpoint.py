@@ -95,21 +95,29 @@ def test_resume_with_homomorphic_encryption_in_process(tmp_path, crypto):
     same_history(ha.state(), hb.state())
 
 
+def assert_resumed_run_is_uninterrupted(tmp_path, engine, crypto, rounds, **fields):
+    """auto under participation "fraction" with ``fields``: a run checkpointed after
+    round 3 and resumed to ``rounds`` gives the uninterrupted run's model and history."""
+    fed, settings = job.problem()
+    settings = HyFDCASettings.from_variant("auto", lam=settings.lam,
+                                           participation="fraction", **fields)
+    opts = dict(eval_every=2, crypto=crypto, engine=engine, **job.options(crypto))
+    a, ha = run_hyfdca(fed, settings, max_rounds=rounds, **opts)
+    run_hyfdca(fed, settings, max_rounds=3, checkpoint=tmp_path, **opts)
+    b, hb = run_hyfdca(fed, settings, max_rounds=rounds, checkpoint=tmp_path, resume=True,
+                       **opts)
+    np.testing.assert_array_equal(a.model, b.model)
+    same_history(ha.state(), hb.state())
+
+
 @pytest.mark.parametrize("engine, crypto", [("protocol", "fast-paillier"),
                                             ("batched", "plain")])
 def test_resume_with_block_draws_gives_the_uninterrupted_bits(tmp_path, engine, crypto):
     """draw_block = 3 (the 512-bit test keys' slots): the resumed run draws the same
     blocks as the uninterrupted one (the protocol's clients get their units again from
     the set-up; the batched engine saves them with its draws)."""
-    fed, settings = job.problem()
-    settings = HyFDCASettings.from_variant("auto", lam=settings.lam, fraction=0.5,
-                                           participation="fraction", draw_block=3)
-    opts = dict(eval_every=2, crypto=crypto, engine=engine, **job.options(crypto))
-    a, ha = run_hyfdca(fed, settings, max_rounds=6, **opts)
-    run_hyfdca(fed, settings, max_rounds=3, checkpoint=tmp_path, **opts)
-    b, hb = run_hyfdca(fed, settings, max_rounds=6, checkpoint=tmp_path, resume=True, **opts)
-    np.testing.assert_array_equal(a.model, b.model)
-    same_history(ha.state(), hb.state())
+    assert_resumed_run_is_uninterrupted(tmp_path, engine, crypto, rounds=6, fraction=0.5,
+                                        draw_block=3)
 
 
 @pytest.mark.parametrize("engine, crypto", [("protocol", "mask"), ("batched", "plain")])
@@ -117,16 +125,8 @@ def test_resume_inside_the_proximal_outer_loop_gives_the_uninterrupted_bits(tmp_
                                                                            crypto):
     """prox > 0: a checkpoint between two moves of the centre (round 3 of prox_rounds 2)
     keeps the centre and the last w, and the resumed run is the uninterrupted one."""
-    fed, settings = job.problem()
-    settings = HyFDCASettings.from_variant("auto", lam=settings.lam, fraction=0.6,
-                                           participation="fraction", prox=0.3,
-                                           prox_rounds=2)
-    opts = dict(eval_every=2, crypto=crypto, engine=engine, **job.options(crypto))
-    a, ha = run_hyfdca(fed, settings, max_rounds=7, **opts)
-    run_hyfdca(fed, settings, max_rounds=3, checkpoint=tmp_path, **opts)
-    b, hb = run_hyfdca(fed, settings, max_rounds=7, checkpoint=tmp_path, resume=True, **opts)
-    np.testing.assert_array_equal(a.model, b.model)
-    same_history(ha.state(), hb.state())
+    assert_resumed_run_is_uninterrupted(tmp_path, engine, crypto, rounds=7, fraction=0.6,
+                                        prox=0.3, prox_rounds=2)
 
 
 def _objects(value, seen=None):
