@@ -167,7 +167,7 @@ def engine_gaps(fed, lam, rounds, p_star, fraction=1.0):
     for r in range(1, rounds + 1):
         run.step()
         if r in REPORT or r == rounds:
-            gaps[r] = (p_star - run.certificate()[1]) / p_star
+            gaps[r] = (p_star - run.certificate().iterate_dual) / p_star
     return gaps
 
 

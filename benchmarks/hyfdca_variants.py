@@ -5,15 +5,18 @@ Every cell runs HyFDCA (hinge, seed 0, the batched engine: plaintext, the messag
 protocol's iterates bit for bit) from alpha = 0 and evaluates the certificate every
 ``--eval-every`` rounds. Per cell it reports
 
-* cert 5e-2, cert 1e-2: the first evaluated round whose duality gap P(w_c) - D(alpha)
-  is at most 5e-2 P* (1e-2 P*), w_c the certified point (docs/algorithm.md section 3:
-  the best point of the segment between the last certified point and w(alpha), so its
-  primal never rises): the certificate proves (P(w_c) - P*)/P* below the target;
+* cert 5e-2, cert 1e-2: the first evaluated round whose duality gap P(w_c) - D(alpha_c)
+  is at most 5e-2 P* (1e-2 P*), w_c and alpha_c the certified points (docs/algorithm.md
+  section 3: the best point of the segment between the last certified point and w(alpha),
+  so its primal never rises, and the best of the segment between the last certified dual
+  point and alpha, so its dual never falls): the certificate proves (P(w_c) - P*)/P*
+  below the target;
 * worst after 50: the largest relative loss (P(w_c) - P*)/P* of the certified point at
   an evaluation from round 50 on; iterate's worst: the same for w(alpha) itself (noisy:
   docs/algorithm.md section 5, lesson (d));
 * dual fall: the largest fall of D(alpha) below its best earlier value, over P* (0 for
-  a dual that never falls; the certificate keeps the best dual, the iterate does not);
+  a dual that never falls; the certified dual point never falls, the iterate alpha
+  may);
 * final: the certified point's relative loss at the last evaluation;
 * status: ``ok`` (reached cert 1e-2, where the cell stops), ``>budget``, or
   ``diverged``: a fixed-point overflow or a gap that is no longer finite (the cell stops
@@ -122,11 +125,12 @@ def run_cell(dataset, settings, p_star, budget, eval_every):
 
     def evaluate():
         nonlocal best_dual
-        primal, dual, _, iterate = run.certificate()
+        cert = run.certificate()
+        dual = cert.iterate_dual
         fall = (best_dual - dual) / p_star if np.isfinite(best_dual) else 0.0
         best_dual = max(best_dual, dual)
-        return ((primal - p_star) / p_star, (iterate - p_star) / p_star, primal - dual,
-                fall)
+        return ((cert.primal - p_star) / p_star, (cert.iterate_primal - p_star) / p_star,
+                cert.primal - cert.dual, fall)
 
     start_rel, _, _, _ = evaluate()
     certified = {t: None for t in TARGETS}

@@ -90,7 +90,7 @@ def main():
         while run.round < rounds:
             run.step()
             if run.round % CERTIFY_EVERY == 0:
-                primal, dual, w, _ = run.certificate()
+                primal, dual, w = run.certificate()[:3]
                 gap = (primal - dual) / primal
             if run.round % CHECKPOINT_EVERY == 0:
                 save_checkpoint(folder, dict(round=run.round), w, run.checkpoint_files())

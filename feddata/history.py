@@ -14,10 +14,11 @@ ROUND_FIELDS = ("round", "available", "step", "rtc", "bytes_up", "bytes_down",
 # method that does not count it.
 OPTIONAL_ROUND_FIELDS = {"encryption_seconds": 0.0, "compute_ops": float("nan")}
 EVAL_FIELDS = ("primal", "dual", "gap", "relative_loss", "validation_accuracy",
-               "iterate_primal")
+               "iterate_primal", "iterate_dual")
 # primal: P of the model the evaluation certifies (HyFDCA: the certified point);
 # iterate_primal: P of the method's current iterate (HyFDCA: w(alpha); a method without
-# a certified point: the same as primal)
+# a certified point: the same as primal); dual and iterate_dual the same for the lower
+# bound (HyFDCA: D at the certified dual point, and D(alpha))
 
 
 def local_work(indptr, steps):
@@ -53,14 +54,17 @@ class History:
         record = {**OPTIONAL_ROUND_FIELDS, **record}
         self.rounds.append({f: record[f] for f in ROUND_FIELDS})
 
-    def add_evaluation(self, round_, primal, dual, accuracy=None, iterate_primal=None):
+    def add_evaluation(self, round_, primal, dual, accuracy=None, iterate_primal=None,
+                       iterate_dual=None):
         rel = (primal - self.p_star) / self.p_star if self.p_star else np.nan
         self.evaluations[round_] = dict(primal=primal, dual=dual, gap=primal - dual,
                                         relative_loss=rel,
                                         validation_accuracy=np.nan if accuracy is None
                                         else accuracy,
                                         iterate_primal=primal if iterate_primal is None
-                                        else iterate_primal)
+                                        else iterate_primal,
+                                        iterate_dual=dual if iterate_dual is None
+                                        else iterate_dual)
 
     @property
     def last_evaluation(self):
@@ -110,7 +114,8 @@ class History:
         """The History :meth:`state` described."""
         history = cls(p_star=state["p_star"])
         history.rounds = [dict(r) for r in state["rounds"]]
-        history.evaluations = {int(t): {"iterate_primal": e["primal"], **e}
+        history.evaluations = {int(t): {"iterate_primal": e["primal"],
+                                        "iterate_dual": e["dual"], **e}
                                for t, e in state["evaluations"]}
         return history
 

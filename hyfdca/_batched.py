@@ -38,8 +38,9 @@ from feddata import Participation
 from hyfdca import _batched_kernels as kern
 from hyfdca._batched_layout import (Blocks, Draws, Duals, Params, RoundArrays, Scratch,
                                     UnionHoldings, structure_arrays)
-from hyfdca._certificate import (POINT_STEPS, Certificate, checked_certificate,
-                                  choose_point, larger_l1, next_point_margins, prox_iterate)
+from hyfdca._certificate import (DUAL_SUMS, PRIMAL_SUMS, SEGMENT_SUMS, Certificate,
+                                  checked_certificate, choose_dual_point, choose_point,
+                                  larger_l1, next_point_margins, prox_iterate)
 from hyfdca._checkpoint import CheckpointError
 from hyfdca._draws import sample_units, stream_key
 from hyfdca._encoding_range import check_encoding_range
@@ -54,6 +55,9 @@ from hyfdca._settings import check_classification_labels
 BACKENDS = ("numba", "cupy")
 # arrays a checkpoint written before the proximal outer loop lacks (zeros without prox)
 PROX_STATE = {"prox_centre", "prox_last_w"}
+# arrays a checkpoint written before the certified dual point lacks (the next certificate
+# then starts the dual point again at alpha)
+DUAL_POINT_STATE = {"dual_point_alpha", "dual_point_w"}
 
 
 def runs_on_batched_engine(settings):
@@ -229,6 +233,11 @@ class BatchedHyFDCA:
         self.point_w = np.zeros(d)
         self.point_z = np.zeros(n_hold)
         self.have_point = False
+        # the certified dual point: alpha_c per holding, as each client keeps it for its
+        # samples, and w(alpha_c) = X^T alpha_c / (lam N), which the server keeps
+        self.dual_point_alpha = np.zeros(n_hold)
+        self.dual_point_w = np.zeros(d)
+        self.have_dual_point = False
         # whether the line search has stalled (the rounds then run s.after_stall()), and
         # its record of zero steps (hyfdca._round.stalls)
         self.stalled, self.zero_steps = False, new_step_record()
@@ -242,7 +251,7 @@ class BatchedHyFDCA:
 
     _STRUCTURES = ("draws", "duals", "arrays", "scratch")
     _ARRAYS = ("w", "dw", "avail_mask", "shares", "point_w", "point_z", "zero_steps",
-               "prox_centre", "prox_last_w")
+               "prox_centre", "prox_last_w", "dual_point_alpha", "dual_point_w")
 
     def checkpoint_files(self):
         """File name -> bytes (``hyfdca._checkpoint``): every array of the run's state and
@@ -254,7 +263,8 @@ class BatchedHyFDCA:
                              "state on the GPU)")
         arrays = self._state_by_name()
         counters = dict(version=self.version, token=self.token, round=self.round,
-                        have_point=self.have_point, stalled=self.stalled,
+                        have_point=self.have_point, have_dual_point=self.have_dual_point,
+                        stalled=self.stalled,
                         participation=self.participation.rng.bit_generator.state)
         arrays = dict(arrays, counters=np.array(json.dumps(counters)))
         buffer = io.BytesIO()
@@ -279,14 +289,15 @@ class BatchedHyFDCA:
             raise CheckpointError(f"checkpoint file {path} is missing")
         with np.load(path, allow_pickle=False) as saved:
             missing = sorted((set(run._state_by_name()) | {"counters"}) - set(saved.files)
-                             - (PROX_STATE if run.settings.kappa == 0 else set()))
+                             - (PROX_STATE if run.settings.kappa == 0 else set())
+                             - DUAL_POINT_STATE)
             if missing:
                 raise CheckpointError(f"{path} lacks the arrays {missing}")
             counters = json.loads(str(saved["counters"]))
             if counters.get("stalled"):
                 run._fall_back()  # the draws' sizes of after_stall()
             for key, target in run._state_by_name().items():
-                if key not in saved.files:  # a checkpoint from before prox, run without
+                if key not in saved.files:  # from before prox (run without) or the dual point
                     continue
                 if saved[key].shape != target.shape:
                     raise CheckpointError(f"{path}: {key} has shape {saved[key].shape}, "
@@ -295,6 +306,7 @@ class BatchedHyFDCA:
         run.version, run.token, run.round = (counters["version"], counters["token"],
                                              counters["round"])
         run.have_point = counters["have_point"]
+        run.have_dual_point = counters.get("have_dual_point", False)
         run.participation.rng.bit_generator.state = counters["participation"]
         return run
 
@@ -456,25 +468,31 @@ class BatchedHyFDCA:
         del v
         w = prox_iterate(s, w_alpha, self.prox_centre)
         z = np.empty(n_hold)
-        sums = np.empty((POINT_STEPS.size + 1, self.n_clients))
+        sums = np.empty((SEGMENT_SUMS, self.n_clients))
         kern.certificate_sums(B, P, eval_alpha, w, self.scratch.wk,
                               np.empty(n_hold, dtype=np.int64),
                               np.empty(self.n_samples, dtype=np.int64), z,
-                              np.empty(n_hold), self.point_z, self.have_point, sums,
+                              np.empty(n_hold), self.point_z, self.have_point,
+                              self.dual_point_alpha, self.have_dual_point, sums,
                               self.arrays.err)
         self._check("a margin")
         totals = unmasked_total(sums, self.frac_bits)
         step, primal, point_w, iterate = choose_point(
-            s.lam, w, self.point_w if self.have_point else None, totals[:-1])
-        dual = -0.5 * s.lam * float(w_alpha @ w_alpha) + float(totals[-1])
+            s.lam, w, self.point_w if self.have_point else None, totals[PRIMAL_SUMS])
+        dual_step, dual, dual_point_w, iterate_dual = choose_dual_point(
+            s.lam, w_alpha, self.dual_point_w if self.have_dual_point else None,
+            totals[DUAL_SUMS])
         checked_certificate(min(primal, iterate), dual,
-                            larger_l1(larger_l1(w, w_alpha), point_w), lam=s.lam,
+                            larger_l1(w, w_alpha, point_w, dual_point_w), lam=s.lam,
                             frac_bits=self.frac_bits, n_clients=self.n_clients,
                             max_sq_norm=self.max_sq_norm, round_=self.round)
         self.point_z[:] = next_point_margins(step, z, self.point_z)
         self.point_w[:] = point_w
-        self.have_point = True
-        return Certificate(primal, dual, self.point_w.copy(), iterate)
+        self.dual_point_alpha[:] = next_point_margins(dual_step, eval_alpha,
+                                                      self.dual_point_alpha)
+        self.dual_point_w[:] = dual_point_w
+        self.have_point = self.have_dual_point = True
+        return Certificate(primal, dual, self.point_w.copy(), iterate, iterate_dual)
 
 
 def setup_row_norms(partial, hold_sample, counts, frac_bits):

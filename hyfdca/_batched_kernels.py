@@ -667,11 +667,12 @@ def certificate_primal(B, P, duals, eval_alpha, v):
 
 @njit(cache=True, parallel=True)
 def certificate_sums(B, P, eval_alpha, w, wk, parts, margin, z, weight, point_z, have_point,
-                     out, err):
+                     dual_point, have_dual_point, out, err):
     """Every margin by secure inner product (``z``, per holding), then each client's
     segment sums (``out[:, k]``, ``hyfdca._certificate.segment_objective_sums``) between
     w(alpha) and the certified point, whose margins are ``point_z`` (``z`` itself when
-    ``have_point`` is False)."""
+    ``have_point`` is False), and between alpha and the certified dual point
+    ``dual_point`` (alpha itself when ``have_dual_point`` is False)."""
     data, indices, indptr, row_off = B.data, B.indices, B.indptr, B.row_off
     feat_off, hold_feat, hold_sample = B.feat_off, B.hold_feat, B.hold_sample
     samp_ptr, samp_hold, y = B.samp_ptr, B.samp_hold, B.y
@@ -696,5 +697,7 @@ def certificate_sums(B, P, eval_alpha, w, wk, parts, margin, z, weight, point_z,
             weight[h] = 1.0 / np.float64(samp_ptr[i + 1] - samp_ptr[i]) / n_samples
         sums = np.empty(out.shape[0])
         segment_objective_sums(code, z[r0:r1], point_z[r0:r1] if have_point else z[r0:r1],
-                               y[r0:r1], eval_alpha[r0:r1], weight[r0:r1], smoothing, sums)
+                               y[r0:r1], eval_alpha[r0:r1],
+                               dual_point[r0:r1] if have_dual_point else eval_alpha[r0:r1],
+                               weight[r0:r1], smoothing, sums)
         out[:, k] = sums

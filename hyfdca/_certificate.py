@@ -2,11 +2,15 @@
 alpha and w, so a gap P - D below -(rounding) proves that a sum went wrong (a lost or
 forged share, an encoding error), never that the run converged.
 
-It also holds the certified point (docs/algorithm.md section 3): the primal model a
+It also holds the certified points (docs/algorithm.md section 3): the primal model a
 certificate certifies is the best point of the segment between the last certified point
 w_c and this certificate's w(alpha), w_c <- c w(alpha) + (1 - c) w_c with c in
 ``POINT_STEPS`` minimising P (with ``prox`` > 0, the proximal iterate in place of
-w(alpha): :func:`prox_iterate`); both engines call the functions below."""
+w(alpha): :func:`prox_iterate`); its lower bound is D at the certified dual point, the
+best point of the segment between the last one alpha_c and this certificate's alpha,
+alpha_c <- t alpha + (1 - t) alpha_c with t in ``POINT_STEPS`` maximising D (the
+conjugate's domain, a box for the classification losses, is convex, so every point of
+the segment is dual feasible). Both engines call the functions below."""
 
 from typing import NamedTuple
 
@@ -23,31 +27,48 @@ POINT_STEPS = np.arange(33) / 32.0
 class Certificate(NamedTuple):
     """One certificate: ``primal`` = P(w_c) of the certified point ``w`` (<= the last
     certified point's but after a reset, and <= ``iterate_primal`` = P(w(alpha))),
-    ``dual`` = D(alpha)."""
+    ``dual`` = D(alpha_c) of the certified dual point (>= the last one's but after a
+    reset, and >= ``iterate_dual`` = D(alpha))."""
 
     primal: float
     dual: float
     w: np.ndarray
     iterate_primal: float
+    iterate_dual: float
+
+
+# the layout of a client's certificate sums (before its holding flag): the primal
+# segment's loss sums, one per c in POINT_STEPS, then the dual segment's conjugate sums,
+# one per t in POINT_STEPS (the last, t = 1, is the conjugate sum at alpha)
+PRIMAL_SUMS = slice(0, POINT_STEPS.size)
+DUAL_SUMS = slice(POINT_STEPS.size, 2 * POINT_STEPS.size)
+SEGMENT_SUMS = 2 * POINT_STEPS.size
 
 
 @njit(cache=True)
-def segment_objective_sums(code, z, z_point, y, alpha, weight, smoothing, out):
-    """out[j] = sum_i weight_i l(c_j z_i + (1 - c_j) zc_i) for c_j = POINT_STEPS[j]
-    (z: the margins of w(alpha), zc: those of the certified point), and out[-1] =
-    sum_i weight_i -l*(-alpha_i), beta = alpha y first projected onto the loss's domain
-    (as ``solvers.weighted_objective_sums``, whose sums are out[-2] and out[-1])."""
-    last = out.shape[0] - 2
+def segment_objective_sums(code, z, z_point, y, alpha, alpha_point, weight, smoothing, out):
+    """The sums of ``SEGMENT_SUMS`` layout: out[j] = sum_i weight_i l(c_j z_i + (1 - c_j)
+    zc_i) for c_j = POINT_STEPS[j] (z: the margins of w(alpha), zc: those of the
+    certified point), and out[n + j] = sum_i weight_i -l*(-(t_j alpha_i + (1 - t_j)
+    ac_i)) for t_j = POINT_STEPS[j] (ac: the certified dual point), n = POINT_STEPS.size,
+    each dual value (beta = alpha y) first projected onto the loss's domain (as
+    ``solvers.weighted_objective_sums``, whose sums are out[n - 1] and out[2 n - 1])."""
+    last = POINT_STEPS.size - 1
     out[:] = 0.0
     for i in range(z.shape[0]):
         out[0] += weight[i] * loss_value(code, z_point[i], y[i], smoothing)
+        out[last + 1] += weight[i] * neg_conjugate(
+            code, projected_dual(code, alpha_point[i], y[i]), y[i], smoothing)
         for j in range(1, last):
             c = j / last
             out[j] += weight[i] * loss_value(code, c * z[i] + (1.0 - c) * z_point[i],
                                              y[i], smoothing)
+            mixed = c * alpha[i] + (1.0 - c) * alpha_point[i]
+            out[last + 1 + j] += weight[i] * neg_conjugate(
+                code, projected_dual(code, mixed, y[i]), y[i], smoothing)
         out[last] += weight[i] * loss_value(code, z[i], y[i], smoothing)
-        out[last + 1] += weight[i] * neg_conjugate(code, projected_dual(code, alpha[i], y[i]),
-                                                   y[i], smoothing)
+        out[2 * last + 1] += weight[i] * neg_conjugate(code, projected_dual(code, alpha[i], y[i]),
+                                                       y[i], smoothing)
 
 
 def prox_iterate(settings, w_alpha, centre):
@@ -63,7 +84,8 @@ def prox_iterate(settings, w_alpha, centre):
 
 
 def next_point_margins(step, z, z_point):
-    """The margins of the new certified point, c z + (1 - c) zc (z where c = 1)."""
+    """The values of a new certified point on its segment, c z + (1 - c) zc (z where
+    c = 1): the primal point's margins, and the dual point's alpha."""
     return z.copy() if step == 1.0 else step * z + (1.0 - step) * z_point
 
 
@@ -85,6 +107,17 @@ def choose_point(lam, w, w_point, loss_sums):
     return float(POINT_STEPS[j]), float(primals[j]), points[j], iterate
 
 
+def choose_dual_point(lam, w_alpha, w_point, conj_sums):
+    """(t, D(alpha_c new), w(alpha_c new), D(alpha)) from the revealed ``conj_sums`` (one
+    per t in POINT_STEPS): t maximises D(t alpha + (1 - t) alpha_c) = -(lam/2)||t w(alpha)
+    + (1 - t) w(alpha_c)||^2 + conjugate sum (w is linear in alpha); ties go to the
+    larger t. ``w_point=None`` (no point yet, or a client lost it) takes t = 1. It is
+    :func:`choose_point` on -D: the same segment search, maximising."""
+    step, neg_dual, point_w, neg_iterate = choose_point(lam, w_alpha, w_point,
+                                                        -np.asarray(conj_sums))
+    return step, -neg_dual, point_w, -neg_iterate
+
+
 class CertificateError(RuntimeError):
     """A certificate that contradicts weak duality beyond fixed-point rounding."""
 
@@ -103,10 +136,12 @@ def rounding_allowance(primal, dual, w, *, lam, frac_bits, n_clients, max_sq_nor
     return scale * (4.0 + np.sqrt(max_sq_norm * d) + lam * float(np.abs(w).sum())) * slope
 
 
-def larger_l1(w, point_w):
-    """Of w(alpha) and the certified point, the one whose ||.||_1 the rounding allowance
-    must use (the primal checked is the smaller of their two primals)."""
-    return w if np.abs(w).sum() >= np.abs(point_w).sum() else point_w
+def larger_l1(*ws):
+    """Of the certificate's vectors (w(alpha), the proximal iterate, the certified
+    points' w), the one whose ||.||_1 the rounding allowance must use (the first of the
+    largest)."""
+    norms = [np.abs(w).sum() for w in ws]
+    return ws[int(np.argmax(norms))]
 
 
 def checked_certificate(primal, dual, w, *, lam, frac_bits, n_clients, max_sq_norm, round_):

@@ -7,7 +7,7 @@ import numpy as np
 
 from feddata import local_work
 from hyfdca import _messages as msg
-from hyfdca._certificate import POINT_STEPS, next_point_margins, segment_objective_sums
+from hyfdca._certificate import SEGMENT_SUMS, next_point_margins, segment_objective_sums
 from hyfdca._draws import draw_positions, sample_units
 from hyfdca._packing import ClientBlocks
 from hyfdca._primal_change import rows_change
@@ -77,10 +77,12 @@ class Client:
         # the inner-product parts the server stores for it, as last sent (the rest of a
         # block it sends again: ``inner_product_parts``)
         self._sent_parts = np.zeros(self.n_local)
-        # the certified point's margins over its samples (hyfdca._certificate), which
-        # of the server's points they are, and the last certificate's (z, zc, version)
-        # waiting for the step c the next certificate's request brings
+        # the certified point's margins and the certified dual point's alpha over its
+        # samples (hyfdca._certificate), which of the server's points they are, and the
+        # last certificate's (z, zc, alpha, ac, version) waiting for the steps c and t
+        # the next certificate's request brings
         self._point_margins, self._point_version, self._point_trial = None, 0, None
+        self._dual_point = None
 
     def state(self):
         """The client's state between rounds (its keys are kept apart)."""
@@ -396,26 +398,29 @@ class Client:
 
     def eval_shares(self, message):
         """Masked shares of the segment sums (``segment_objective_sums``) weighted by
-        1/(N |C_i|), and of whether it holds the certified point's margins.
+        1/(N |C_i|), and of whether it holds the certified points.
 
-        First the point of the last certificate is settled: its margins are
-        c z + (1 - c) zc with that certificate's z and zc and the step c the request
-        brings (a certificate the server could not settle is settled by the next one).
-        Without them (a client that lost its state) zc is taken as z and the 0 it sends
-        makes the server take c = 1.
+        First the points of the last certificate are settled: the point's margins are
+        c z + (1 - c) zc and the dual point t alpha + (1 - t) ac, with that certificate's
+        z, zc, alpha and ac and the steps c and t the request brings (a certificate the
+        server could not settle is settled by the next one). Without them (a client that
+        lost its state) zc is taken as z and ac as alpha, and the 0 it sends makes the
+        server take c = t = 1.
         """
         z = self._decrypt(np.arange(self.n_local), message.margins)
         trial = self._point_trial
-        if trial is not None and trial[2] + 1 == message.point_version:
+        if trial is not None and trial[4] + 1 == message.point_version:
             self._point_margins = next_point_margins(message.point_step, trial[0], trial[1])
+            self._dual_point = next_point_margins(message.dual_point_step, trial[2], trial[3])
             self._point_version = message.point_version
-        holding = (self._point_margins is not None
+        holding = (self._point_margins is not None and self._dual_point is not None
                    and self._point_version == message.point_version)
         z_point = self._point_margins if holding else z
-        self._point_trial = (z, z_point, message.point_version)
+        alpha_point = self._dual_point if holding else self._eval_alpha
+        self._point_trial = (z, z_point, self._eval_alpha, alpha_point, message.point_version)
         s = self.settings
-        sums = np.empty(POINT_STEPS.size + 2)
-        segment_objective_sums(s.loss_code, z, z_point, self.y, self._eval_alpha,
+        sums = np.empty(SEGMENT_SUMS + 1)
+        segment_objective_sums(s.loss_code, z, z_point, self.y, self._eval_alpha, alpha_point,
                                self.inv_holders / s.n_samples, s.smoothing, sums[:-1])
         sums[-1] = 1.0 if holding else 0.0
         return msg.EvalShares(self.masker.mask(sums, self.id, message.participants,

@@ -191,13 +191,14 @@ class PrimalUpdate:
 @dataclass(frozen=True)
 class EvalRequest:
     """Server -> client: Enc(x_i . w) for all its samples, the secure-sum round, and the
-    step c the last certificate chose for the certified point, the ``point_version``-th
-    (0: none yet)."""
+    steps c and t the last certificate chose for the certified point and the certified
+    dual point, the ``point_version``-th (0: none yet)."""
 
     margins: EncryptedVector
     participants: np.ndarray
     tag: str
     point_step: float
+    dual_point_step: float
     point_version: int
 
 
@@ -205,7 +206,8 @@ class EvalRequest:
 class EvalShares:
     """Client -> server: masked shares of (1/N) sum_i l(c z_i + (1 - c) zc_i)/|C_i| for
     every c of ``POINT_STEPS`` (zc: the certified point's margins), of
-    (1/N) sum_i -l*(-alpha_i)/|C_i|, and 1 if it holds the point's margins (else 0)."""
+    (1/N) sum_i -l*(-(t alpha_i + (1 - t) ac_i))/|C_i| for every t of ``POINT_STEPS``
+    (ac: the certified dual point), and 1 if it holds both points (else 0)."""
 
     shares: np.ndarray
 

@@ -37,7 +37,8 @@ import numpy as np
 from crypto import DealtKeys, deal_keys, masked_total
 from feddata import Participation
 from hyfdca import _messages as msg
-from hyfdca._certificate import Certificate, checked_certificate, larger_l1, prox_iterate
+from hyfdca._certificate import (DUAL_SUMS, PRIMAL_SUMS, SEGMENT_SUMS, Certificate,
+                                  checked_certificate, larger_l1, prox_iterate)
 from hyfdca._checkpoint import CheckpointError, pickled, unpickled
 from hyfdca._encoding_range import (LANE_BITS, check_encoding_range, check_slot_capacity,
                                     packing_options)
@@ -397,9 +398,11 @@ class HyFDCARun:
     # --- certificate --------------------------------------------------------------------
 
     def certificate(self):
-        """A :class:`Certificate` by secure sums over every client: D(alpha), and the
-        certified point w_c, the best point of the segment between the last one and
-        w(alpha) (``hyfdca._certificate``), with its primal and that of w(alpha).
+        """A :class:`Certificate` by secure sums over every client: the certified point
+        w_c, the best point of the segment between the last one and w(alpha), and the
+        certified dual point alpha_c, the best of the segment between the last one and
+        alpha (``hyfdca._certificate``), with P(w_c), D(alpha_c), P(w(alpha)) and
+        D(alpha).
 
         A separate exchange with all clients (its traffic is not charged to a round): they
         sync alpha and send v_k, so w = X^T alpha/(lam N) exactly; then every margin is
@@ -427,13 +430,14 @@ class HyFDCARun:
                            lambda k, reply: shares.__setitem__(k, reply.shares))
         totals = masked_total(shares.items(), everyone, self.frac_bits,
                               tag=f"certificate sums, {tag}")
-        lam = self.settings.lam
-        dual = -0.5 * lam * float(w_alpha @ w_alpha) + float(totals[-2])
-        step, primal, point_w, iterate = server.point_choice(w, totals[:-2], totals[-1])
+        lam, holding = self.settings.lam, totals[SEGMENT_SUMS]
+        step, primal, point_w, iterate = server.point_choice(w, totals[PRIMAL_SUMS], holding)
+        dual_step, dual, dual_point_w, iterate_dual = server.dual_point_choice(
+            w_alpha, totals[DUAL_SUMS], holding)
         checked_certificate(min(primal, iterate), dual,
-                            larger_l1(larger_l1(w, w_alpha), point_w), lam=lam,
+                            larger_l1(w, w_alpha, point_w, dual_point_w), lam=lam,
                             frac_bits=self.frac_bits,
                             n_clients=self.layout.n_clients, max_sq_norm=self.max_sq_norm,
                             round_=self.round)
-        server.commit_point(step, point_w)
-        return Certificate(primal, dual, point_w.copy(), iterate)
+        server.commit_point(step, point_w, dual_step, dual_point_w)
+        return Certificate(primal, dual, point_w.copy(), iterate, iterate_dual)

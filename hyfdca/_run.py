@@ -113,7 +113,7 @@ def train(run, history, *, max_rounds, tol=None, rel_tol=None, eval_every=1,
 
     def evaluate():
         try:
-            primal, dual, w, iterate_primal = _guarded(run, run.certificate)
+            primal, dual, w, iterate_primal, iterate_dual = _guarded(run, run.certificate)
         except MissingReplies:
             # a client is away (a transport that may lose it): certify when it is back
             if not (run.transport.may_lose and history.evaluations):
@@ -123,7 +123,7 @@ def train(run, history, *, max_rounds, tol=None, rel_tol=None, eval_every=1,
             return _certified_gap(history, last["primal"], last["dual"])
         first = not history.evaluations
         history.add_evaluation(run.round, primal, dual, _accuracy(w, validation),
-                               iterate_primal)
+                               iterate_primal, iterate_dual)
         best_primal, best_dual = history.certified()
         if first or primal == best_primal:  # the first, then the smallest finite primal
             run.model = w

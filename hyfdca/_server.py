@@ -15,7 +15,7 @@ private key, and no data or labels.
 import numpy as np
 
 from hyfdca import _messages as msg
-from hyfdca._certificate import choose_point
+from hyfdca._certificate import choose_dual_point, choose_point
 from hyfdca._packing import BlockLayout, draw_units
 from hyfdca._round import (choose_step, moves_prox_centre, new_step_record,
                            next_prox_centre, participants_are_synced, stalls, step_bits)
@@ -53,6 +53,9 @@ class Server:
         # certificate), how many steps of it were chosen, and the last step c, which
         # the next certificate's request brings to the clients (they keep its margins)
         self.point_w, self.point_version, self.point_step = None, 0, 1.0
+        # the certified dual point's w(alpha_c) (None before the first certificate) and
+        # its last step t, which travels with c (the clients keep alpha_c)
+        self.dual_point_w, self.dual_point_step = None, 1.0
         # whether the line search has stalled (hyfdca._round.stalls; then every round
         # runs settings.after_stall() and the dual syncs tell the clients), and its record
         self.stalled, self.zero_steps = False, new_step_record()
@@ -291,16 +294,27 @@ class Server:
 
     def eval_message(self, k, margins, participants, tag):
         return msg.EvalRequest(self.evaluator.take(margins, self.blocks.client_blocks[k]),
-                               participants, tag, self.point_step, self.point_version)
+                               participants, tag, self.point_step, self.dual_point_step,
+                               self.point_version)
 
     def point_choice(self, w, loss_sums, holding):
         """(c, P(w_c), w_c, P(w(alpha))) for the certified point from the revealed
         segment loss sums (``choose_point``; c = 1 unless all clients, ``holding`` of
-        them, kept the last point's margins). Nothing changes before ``commit_point``."""
-        everyone = len(self.sample_ids)
-        last = self.point_w if int(round(holding)) == everyone else None
+        them, kept the last points). Nothing changes before ``commit_point``."""
+        last = self.point_w if self._all_hold(holding) else None
         return choose_point(self.settings.lam, w, last, loss_sums)
 
-    def commit_point(self, step, point_w):
+    def dual_point_choice(self, w_alpha, conj_sums, holding):
+        """(t, D(alpha_c), w(alpha_c), D(alpha)) for the certified dual point from the
+        revealed segment conjugate sums (``choose_dual_point``; t = 1 unless all clients
+        kept the last points)."""
+        last = self.dual_point_w if self._all_hold(holding) else None
+        return choose_dual_point(self.settings.lam, w_alpha, last, conj_sums)
+
+    def _all_hold(self, holding):
+        return int(round(holding)) == len(self.sample_ids)
+
+    def commit_point(self, step, point_w, dual_step, dual_point_w):
         self.point_w, self.point_step = point_w, step
+        self.dual_point_w, self.dual_point_step = dual_point_w, dual_step
         self.point_version += 1

@@ -1,6 +1,7 @@
-"""The certified point (hyfdca._certificate): the best point of the segment between the last
-certified point and w(alpha), the same bits in both engines, kept by the clients, reset
-when a client lost it."""
+"""The certified points (hyfdca._certificate): the best point of the segment between the
+last certified point and w(alpha), and the best dual point of the segment between the
+last certified dual point and alpha; the same bits in both engines, kept by the clients,
+reset when a client lost them."""
 
 import numpy as np
 import pytest
@@ -8,7 +9,7 @@ import pytest
 from feddata import partition as P
 from hyfdca import BatchedHyFDCA, HyFDCARun, HyFDCASettings
 from hyfdca import _messages as msg
-from hyfdca._certificate import POINT_STEPS, choose_point, prox_iterate
+from hyfdca._certificate import POINT_STEPS, choose_dual_point, choose_point, prox_iterate
 
 LAM = 1e-3
 
@@ -27,6 +28,14 @@ def settings(**fields):
 def pooled_primal(fed, w):
     X, y = fed.reassemble()
     return 0.5 * LAM * float(w @ w) + float(np.mean(np.maximum(0.0, 1.0 - y * (X @ w))))
+
+
+def pooled_dual(fed, alpha):
+    """D(alpha) of the hinge loss: mean of beta = alpha y projected onto [0, 1], minus
+    (lam/2) ||X^T alpha / (lam N)||^2."""
+    _, y = fed.reassemble()
+    w = pooled_w(fed, alpha)
+    return float(np.mean(np.clip(alpha * y, 0.0, 1.0))) - 0.5 * LAM * float(w @ w)
 
 
 def pooled_w(fed, alpha):
@@ -61,12 +70,36 @@ def test_the_point_never_rises_and_is_what_it_claims(grid):
     assert chose_inside  # the segment found points better than both ends
 
 
+def test_the_dual_point_never_falls_and_is_what_it_claims(grid):
+    """D(alpha_c) is the pooled dual of the segment's best point between the last dual
+    point and alpha (computed here from the pooled data), never falls, and stays below
+    every primal (weak duality: alpha_c is dual feasible)."""
+    run = BatchedHyFDCA(grid, settings(iic=0.2), seed=3)  # a zig-zagging dual
+    first = run.certificate()
+    assert first.dual == first.iterate_dual  # no point yet: alpha itself
+    point, previous, chose_inside = run.alpha.copy(), first.dual, False
+    for _ in range(25):
+        cert = certificates(run, 1)[0]
+        alpha = run.alpha
+        duals = [pooled_dual(grid, t * alpha + (1.0 - t) * point) for t in POINT_STEPS]
+        best = len(duals) - 1 - int(np.argmax(duals[::-1]))  # ties: the larger t
+        t = POINT_STEPS[best]
+        point = t * alpha + (1.0 - t) * point
+        assert cert.dual == pytest.approx(duals[best], abs=1e-7)
+        assert cert.iterate_dual == pytest.approx(pooled_dual(grid, alpha), abs=1e-7)
+        assert cert.dual >= previous and cert.dual >= cert.iterate_dual
+        assert cert.dual <= cert.primal
+        chose_inside |= cert.dual > max(previous, cert.iterate_dual)
+        previous = cert.dual
+    assert chose_inside  # the segment found dual points better than both ends
+
+
 def test_both_engines_certify_the_same_points(grid):
     s = settings(iic=0.5)
     a, b = HyFDCARun(grid, s, seed=3), BatchedHyFDCA(grid, s, seed=3)
     for ca, cb in zip(certificates(a, 12), certificates(b, 12)):
-        assert (ca.primal, ca.dual, ca.iterate_primal) == (cb.primal, cb.dual,
-                                                           cb.iterate_primal)
+        assert (ca.primal, ca.dual, ca.iterate_primal, ca.iterate_dual) == (
+            cb.primal, cb.dual, cb.iterate_primal, cb.iterate_dual)
         np.testing.assert_array_equal(ca.w, cb.w)
 
 
@@ -75,14 +108,16 @@ def test_a_client_that_lost_the_point_margins_resets_the_point(grid):
     certificates(run, 4)
     lost = run.clients[4]
     lost._point_margins, lost._point_version, lost._point_trial = None, 0, None
+    lost._dual_point = None
     reset = certificates(run, 1)[0]
     assert reset.primal == reset.iterate_primal  # c = 1: the point is w(alpha)
+    assert reset.dual == reset.iterate_dual  # t = 1: the dual point is alpha
     assert reset.primal == pytest.approx(pooled_primal(grid, reset.w), abs=1e-7)
     # every client holds the same point again: later points are what they claim
     for _ in range(6):
         cert = certificates(run, 1)[0]
         assert cert.primal == pytest.approx(pooled_primal(grid, cert.w), abs=1e-7)
-        assert cert.primal <= cert.iterate_primal
+        assert cert.primal <= cert.iterate_primal and cert.dual >= cert.iterate_dual
 
 
 def half_certificate(run, reached):
@@ -109,7 +144,7 @@ def test_a_certificate_lost_halfway_leaves_the_point_consistent(grid):
     half_certificate(run, reached=[0, 2, 4, 6])
     run.step(), reference.step()
     for ca, cb in zip(certificates(run, 3), certificates(reference, 3)):
-        assert (ca.primal, ca.dual) == (cb.primal, cb.dual)
+        assert (ca.primal, ca.dual, ca.iterate_dual) == (cb.primal, cb.dual, cb.iterate_dual)
         np.testing.assert_array_equal(ca.w, cb.w)
 
 
@@ -131,3 +166,16 @@ def test_choose_point_takes_the_best_step_and_the_larger_on_ties():
     bad = flat.copy()
     bad[0] = np.nan
     assert choose_point(1.0, w, w_point, bad)[0] == 1.0 / 32
+
+
+def test_choose_dual_point_maximises_and_takes_the_larger_on_ties():
+    w_alpha, w_point = np.array([2.0, 0.0]), np.array([0.0, 0.0])
+    # conjugate sums linear in t (the hinge): D(t) = 2 t - 2 t^2, best at t = 1/2
+    step, dual, point, iterate = choose_dual_point(1.0, w_alpha, w_point, 2.0 * POINT_STEPS)
+    assert step == 0.5 and dual == 0.5 and iterate == 0.0
+    np.testing.assert_array_equal(point, 0.5 * w_alpha)
+    # sums that make every t equal: ties go to t = 1
+    tied = 0.5 * (POINT_STEPS * 2.0) ** 2
+    assert choose_dual_point(1.0, w_alpha, w_point, tied)[0] == 1.0
+    # no point yet: t = 1 whatever the sums say
+    assert choose_dual_point(1.0, w_alpha, None, 2.0 * POINT_STEPS)[0] == 1.0
