@@ -425,13 +425,13 @@ class BatchedHyFDCA:
                     participants_are_synced(m, s, self.frac_bits), self.version)
         dw *= g  # w + g dw, as the protocol's server computes it, without temporaries
         self.w += dw
-        if plan.second_inner_product:
-            kern.inner_products(avail, B, P, R, cur, True, self.w, X.wk)
-            self._check("an inner product")
         if moves_prox_centre(s, stamp):  # at the round's end, as the message engine
             self.prox_centre, shift, self.prox_last_w = next_prox_centre(
                 s, self.w, self.prox_centre, self.prox_last_w)
             self.w += shift
+        if plan.second_inner_product:  # at the w the next round starts from
+            kern.inner_products(avail, B, P, R, cur, True, self.w, X.wk)
+            self._check("an inner product")
         self.round += 1
         if falls_back:
             self._fall_back()

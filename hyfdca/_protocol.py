@@ -229,6 +229,7 @@ class HyFDCARun:
         self.transport.start_round(self.round)
         while True:
             if avail.size == 0:  # every invited client was lost: nothing moves this round
+                self.server.end_round(self.round + 1)  # (but the proximal centre)
                 return self._finish_round(avail, before, 0.0)
             saved = copy.deepcopy(self.server.state()) if lossy else None
             self.transport.start_attempt(avail)
@@ -346,8 +347,9 @@ class HyFDCARun:
                                     self.frac_bits, tag=f"line-search sums, {tag}")
         draws = {k: u.next_drawn for k, u in updates.items()} if plan.predraw else None
         g = server.finish_round(updates, revealed, draws)
+        server.end_round(self.round + 1)
 
-        if plan.second_inner_product:
+        if plan.second_inner_product:  # at the w the next round starts from
             self._exchange("second secure inner product", avail,
                            lambda k: msg.WeightsAndRequest(
                                server.w[server.feature_ids[k]],
@@ -357,7 +359,7 @@ class HyFDCARun:
         return self._finish_round(avail, before, g, compute, compute_ops)
 
     def _finish_round(self, avail, before, g, compute=0.0, compute_ops=0):
-        self.server.end_round(self.round + 1)
+        """The round's record (the proximal centre has moved where it was due)."""
         traffic = self.transport.take_traffic()
         after = self.counts.as_dict()
         self.round += 1

@@ -132,6 +132,17 @@ def test_bit_identical_with_the_proximal_outer_loop(small, name, participation, 
     assert_same_run(partitions(*small)[name], settings, rounds=8)
 
 
+@pytest.mark.parametrize("name", ["hybrid", "explicit-overlapping"])
+@pytest.mark.parametrize("participation", ["fraction", "cyclic"])
+def test_bit_identical_with_phase_e_after_the_centre_moves(small, name, participation):
+    """Phase E (second_inner_product) sends the parts at the w after the proximal
+    centre's move, the w the next round starts from: both engines bit for bit."""
+    settings = HyFDCASettings.from_variant("auto", lam=LAM, H=30, participation=participation,
+                                           fraction=0.6, prox=0.2, prox_rounds=2,
+                                           second_inner_product=True)
+    assert_same_run(partitions(*small)[name], settings, rounds=8)
+
+
 @pytest.mark.parametrize("name", ["hybrid", "dealt", "explicit-overlapping"])
 @pytest.mark.parametrize("participation", ["full", "fraction", "cyclic"])
 def test_bit_identical_with_the_scaled_line_search(small, name, participation):
