@@ -19,6 +19,13 @@ AUTO_PARTIAL_IIC, AUTO_PARTIAL_LAM = 0.03, 1e-4
 # the original problem's, which lags the proximal one by about mu / lam, and stale state
 # under partial participation lags more (docs/algorithm.md section 6, ninth round)
 PROX_CAP = 10.0
+# second_inner_product="auto" (the capped line search): phase E runs where the rounds' mu
+# is above PHASE_E_MU lam, i.e. where the proximal outer loop is strong; its kappa then
+# amplifies stale stored parts, which phase E refreshes for the present clients at one
+# more round trip (docs/algorithm.md section 6, tenth round). The capped line search's
+# mu may then reach CAPPED_PROX_CAP lam.
+PHASE_E_MU = 3.0
+CAPPED_PROX_CAP = 40.0
 
 VARIANTS = {
     # The paper's published method: sigma = 1, rho = 1, no line search, independent draws
@@ -48,10 +55,10 @@ VARIANTS = {
     # All the auto presets weight each holder's update by its share of the row's norm
     # (holder_weights="norm-share", docs/algorithm.md section 5.3).
     # auto-full and the capped line search run the accelerated proximal outer loop
-    # (prox="auto"; under the capped line search's staleness with mu capped lower, 3 lam,
-    # and the centre moved every 25 rounds, not 10); the scaled line search does not (on
-    # SMS at lam 1e-5 and f = 0.9 its dual fell by 40 P*): docs/algorithm.md section 6,
-    # ninth round.
+    # (prox="auto"; under the capped line search's staleness the centre moved every 25
+    # rounds, not 10, and phase E where mu > PHASE_E_MU lam); the scaled line search
+    # does not (on SMS at lam 1e-5 and f = 0.9 its dual fell by 40 P*): docs/algorithm.md
+    # section 6, ninth and tenth rounds.
     "auto-full": dict(sigma=1.0, rho="norm", line_search=True, sampling="shared",
                       draw="permuted", aggregation="mean", iic=1.0,
                       holder_weights="norm-share", prox="auto"),
@@ -77,11 +84,15 @@ VARIANTS = {
     # (HyFDCASettings.after_stall). "auto" where half of the clients or more take part
     # (below AUTO_SCALED_FRACTION) and under cyclic participation with at most 3 subsets
     # (docs/algorithm.md section 4).
+    # Its proximal outer loop takes mu up to CAPPED_PROX_CAP lam, and with mu above
+    # PHASE_E_MU lam phase E as well (second_inner_product="auto"); at or below it (mu is
+    # min(mean q_i / N, cap lam)), the rounds are those of the seventh session's cap 3.
     "capped-line-search": dict(sigma="safe", rho="norm", line_search=True,
                                sampling="shared", draw="permuted", aggregation="mean",
                                iic=0.3, curvature_scaling="absent-share", step_cap=0.3,
                                holder_weights="norm-share", stall_fallback=True,
-                               prox="auto", prox_cap=3.0, prox_rounds=25),
+                               prox="auto", prox_cap=CAPPED_PROX_CAP, prox_rounds=25,
+                               second_inner_product="auto"),
 }
 # what after_stall takes from auto-partial (the rest of the two presets is the same)
 FALLBACK_PRESET, FALLBACK_FIELDS = "auto-partial", ("iic", "min_H")
@@ -141,7 +152,7 @@ class HyFDCASettings:
     aggregation: str = "mean"
     participation: str = "full"
     fraction: float = 1.0
-    second_inner_product: bool = False
+    second_inner_product: bool | str = False
     step_cap: float = 1.0
     curvature_scaling: str = "none"
     holder_weights: str = "equal"
@@ -231,6 +242,9 @@ class HyFDCASettings:
              f"prox_rounds must be an integer >= 1, got {self.prox_rounds!r}"),
             (isinstance(self.prox_cap, (int, float)) and self.prox_cap >= 1,
              f"prox_cap must be a number >= 1, got {self.prox_cap!r}"),
+            (self.second_inner_product in (True, False, "auto"),
+             f"second_inner_product must be True, False or 'auto', got "
+             f"{self.second_inner_product!r}"),
         ]
         problems = [text for ok, text in checks if not ok]
         if problems:
@@ -252,8 +266,12 @@ class HyFDCASettings:
         if sigma == "safe":
             counts = layout.holder_counts
             sigma = sum(float(np.max(1.0 / counts[ids])) for ids in layout.sample_ids)
+        kappa = self._prox_on(layout)
+        phase_e = self.second_inner_product
+        if phase_e == "auto":
+            phase_e = self.lam + kappa > PHASE_E_MU * self.lam
         return replace(self, n_samples=layout.n_samples, sigma_value=float(sigma),
-                       prox=self._prox_on(layout))
+                       prox=kappa, second_inner_product=bool(phase_e))
 
     def _prox_on(self, layout):
         """kappa as a number: ``prox`` resolved on the layout where it is "auto"."""

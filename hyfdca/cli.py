@@ -344,7 +344,9 @@ def _add_train_options(p, *, dataset, partition, participation, fraction, lam, r
     _add_problem_options(p, dataset=dataset, partition=partition,
                          participation=participation, fraction=fraction, lam=lam)
     p.add_argument("--loss", default="hinge", choices=sorted(LOSS_CODES))
-    p.add_argument("--second-inner-product", action="store_true")
+    p.add_argument("--second-inner-product", action="store_true", default=None,
+                   help="phase E every round (default: the variant's own; auto runs it where "
+                        "the proximal outer loop is strong)")
     p.add_argument("--rounds", type=int, default=rounds, help="maximum outer iterations")
     p.add_argument("--tol", type=float, default=None, help="stop at this duality gap")
     p.add_argument("--rel-tol", type=float, default=None,

@@ -171,6 +171,40 @@ def test_prox_auto_sets_kappa_from_the_disclosed_norm_and_caps_it():
         HyFDCASettings.from_variant("auto-full", lam=0.1, prox_rounds=0)
 
 
+def test_phase_e_auto_runs_where_the_proximal_loop_is_strong():
+    """second_inner_product="auto" (the capped line search): phase E where the rounds'
+    mu = lam + kappa is above PHASE_E_MU lam, with mu capped at CAPPED_PROX_CAP lam;
+    below, no phase E and the same mu as a cap of 3; explicit values and bad ones."""
+    from feddata.partition import hybrid_grid
+    from hyfdca import HyFDCASettings
+    from hyfdca._round import plan_round
+    from hyfdca._settings import CAPPED_PROX_CAP, PHASE_E_MU
+
+    rng = np.random.default_rng(0)
+    X, y = rng.normal(size=(40, 6)), np.where(rng.random(40) < 0.5, 1.0, -1.0)
+    fed = hybrid_grid(X, y, 2, 2)
+    ratio = float(np.sum(X * X)) / 40 / 40  # mean q_i / N
+
+    def capped(lam, **fields):
+        return HyFDCASettings.from_variant("auto", lam=lam, participation="fraction",
+                                           fraction=0.5, **fields).bind(fed)
+
+    conditioned = capped(ratio / 2)  # mu = 2 lam <= PHASE_E_MU lam
+    assert not conditioned.second_inner_product
+    assert conditioned.round_lam == pytest.approx(ratio, rel=1e-12)
+    assert plan_round(conditioned, 1, False).round_trips == 4
+    strong = capped(ratio / 10)  # mu = 10 lam
+    assert strong.second_inner_product and strong.round_lam == pytest.approx(ratio, rel=1e-12)
+    assert plan_round(strong, 1, False).round_trips == 5
+    assert capped(ratio / 100).round_lam == pytest.approx(CAPPED_PROX_CAP * ratio / 100,
+                                                          rel=1e-12)
+    assert capped(ratio / (PHASE_E_MU + 1e-9)).second_inner_product
+    assert not capped(ratio / 10, second_inner_product=False).second_inner_product
+    assert capped(ratio / 2, second_inner_product=True).second_inner_product
+    with pytest.raises(ValueError, match="second_inner_product"):
+        HyFDCASettings.from_variant("auto-full", second_inner_product="sometimes")
+
+
 def test_the_prox_centre_moves_by_nesterovs_extrapolation():
     from hyfdca import HyFDCASettings
     from hyfdca._round import moves_prox_centre, next_prox_centre
