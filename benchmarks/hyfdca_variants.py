@@ -273,7 +273,7 @@ def main(argv=None):
     parser.add_argument("--eval-every", type=int, help="rounds between certificates")
     parser.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
                         help="override a settings field in every cell (e.g. step_cap=0.5, "
-                             "iic=0.03); repeatable")
+                             "iic=0.03, second_inner_product=False); repeatable")
     parser.add_argument("--markdown", action="store_true", help="print a Markdown table")
     args = parser.parse_args(argv)
     cfg = dict(QUICK if args.quick else FULL)
@@ -291,7 +291,7 @@ def main(argv=None):
             cfg["overrides"][field] = (int(value) if field in INTEGER_FIELDS
                                        else float(value))
         except ValueError:
-            cfg["overrides"][field] = value
+            cfg["overrides"][field] = {"True": True, "False": False}.get(value, value)
     unknown = sorted(set(cfg["datasets"]) - set(DATASETS)) + \
         sorted(set(cfg["participations"]) - set(PARTICIPATIONS))
     if unknown:
