@@ -409,6 +409,8 @@ class Client:
         """
         z = self._decrypt(np.arange(self.n_local), message.margins)
         trial = self._point_trial
+        if trial is not None and len(trial) < 5:  # kept before the dual point: restart both
+            trial = None
         if trial is not None and trial[4] + 1 == message.point_version:
             self._point_margins = next_point_margins(message.point_step, trial[0], trial[1])
             self._dual_point = next_point_margins(message.dual_point_step, trial[2], trial[3])

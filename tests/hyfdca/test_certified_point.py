@@ -120,6 +120,22 @@ def test_a_client_that_lost_the_point_margins_resets_the_point(grid):
         assert cert.primal <= cert.iterate_primal and cert.dual >= cert.iterate_dual
 
 
+def test_a_client_state_from_before_the_dual_point_restarts_both_points(grid):
+    """A client restored from a checkpoint written before the certified dual point (its
+    last certificate kept as (z, zc, version)) answers as one that lost its points: the
+    server takes c = t = 1, and later certificates are consistent again."""
+    run = HyFDCARun(grid, settings(iic=0.5), seed=3)
+    certificates(run, 3)
+    old = run.clients[2]
+    old._point_trial, old._dual_point = old._point_trial[:2] + old._point_trial[4:], None
+    reset = certificates(run, 1)[0]
+    assert reset.primal == reset.iterate_primal and reset.dual == reset.iterate_dual
+    for _ in range(4):
+        cert = certificates(run, 1)[0]
+        assert cert.primal == pytest.approx(pooled_primal(grid, cert.w), abs=1e-7)
+        assert cert.dual >= cert.iterate_dual
+
+
 def half_certificate(run, reached):
     """A certificate whose last exchange reaches only the clients ``reached`` (the
     others' replies are lost, so the server settles nothing)."""
