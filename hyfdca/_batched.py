@@ -40,7 +40,7 @@ from hyfdca._batched_layout import (Blocks, Draws, Duals, Params, RoundArrays, S
                                     UnionHoldings, structure_arrays)
 from hyfdca._certificate import (DUAL_SUMS, PRIMAL_SUMS, SEGMENT_SUMS, Certificate,
                                   checked_certificate, choose_dual_point, choose_point,
-                                  larger_l1, next_point_margins, prox_iterate)
+                                  larger_l1, next_point_values, prox_iterate)
 from hyfdca._checkpoint import CheckpointError
 from hyfdca._draws import sample_units, stream_key
 from hyfdca._encoding_range import check_encoding_range
@@ -486,9 +486,9 @@ class BatchedHyFDCA:
                             larger_l1(w, w_alpha, point_w, dual_point_w), lam=s.lam,
                             frac_bits=self.frac_bits, n_clients=self.n_clients,
                             max_sq_norm=self.max_sq_norm, round_=self.round)
-        self.point_z[:] = next_point_margins(step, z, self.point_z)
+        self.point_z[:] = next_point_values(step, z, self.point_z)
         self.point_w[:] = point_w
-        self.dual_point_alpha[:] = next_point_margins(dual_step, eval_alpha,
+        self.dual_point_alpha[:] = next_point_values(dual_step, eval_alpha,
                                                       self.dual_point_alpha)
         self.dual_point_w[:] = dual_point_w
         self.have_point = self.have_dual_point = True

@@ -83,7 +83,7 @@ def prox_iterate(settings, w_alpha, centre):
     return (settings.kappa / mu) * centre + (settings.lam / mu) * w_alpha
 
 
-def next_point_margins(step, z, z_point):
+def next_point_values(step, z, z_point):
     """The values of a new certified point on its segment, c z + (1 - c) zc (z where
     c = 1): the primal point's margins, and the dual point's alpha."""
     return z.copy() if step == 1.0 else step * z + (1.0 - step) * z_point

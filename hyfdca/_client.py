@@ -7,7 +7,7 @@ import numpy as np
 
 from feddata import local_work
 from hyfdca import _messages as msg
-from hyfdca._certificate import SEGMENT_SUMS, next_point_margins, segment_objective_sums
+from hyfdca._certificate import SEGMENT_SUMS, next_point_values, segment_objective_sums
 from hyfdca._draws import draw_positions, sample_units
 from hyfdca._packing import ClientBlocks
 from hyfdca._primal_change import rows_change
@@ -90,6 +90,9 @@ class Client:
 
     def load_state(self, state):
         vars(self).update(state)
+        if self._point_trial is not None and len(self._point_trial) < 5:
+            # a state kept before the certified dual point: both points restart
+            self._point_trial = None
 
     # what a process that holds the block, keys and settings must keep between messages
     _PROVIDED = frozenset(("X", "y", "keys", "masker", "settings", "_prediction"))
@@ -409,11 +412,9 @@ class Client:
         """
         z = self._decrypt(np.arange(self.n_local), message.margins)
         trial = self._point_trial
-        if trial is not None and len(trial) < 5:  # kept before the dual point: restart both
-            trial = None
         if trial is not None and trial[4] + 1 == message.point_version:
-            self._point_margins = next_point_margins(message.point_step, trial[0], trial[1])
-            self._dual_point = next_point_margins(message.dual_point_step, trial[2], trial[3])
+            self._point_margins = next_point_values(message.point_step, trial[0], trial[1])
+            self._dual_point = next_point_values(message.dual_point_step, trial[2], trial[3])
             self._point_version = message.point_version
         holding = (self._point_margins is not None and self._dual_point is not None
                    and self._point_version == message.point_version)

@@ -127,7 +127,11 @@ def test_a_client_state_from_before_the_dual_point_restarts_both_points(grid):
     run = HyFDCARun(grid, settings(iic=0.5), seed=3)
     certificates(run, 3)
     old = run.clients[2]
-    old._point_trial, old._dual_point = old._point_trial[:2] + old._point_trial[4:], None
+    state = old.state()
+    state["_point_trial"] = state["_point_trial"][:2] + state["_point_trial"][4:]
+    del state["_dual_point"]
+    old._dual_point = None
+    old.load_state(state)
     reset = certificates(run, 1)[0]
     assert reset.primal == reset.iterate_primal and reset.dual == reset.iterate_dual
     for _ in range(4):
