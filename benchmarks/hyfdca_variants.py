@@ -1,8 +1,8 @@
 #!/usr/bin/env python
 """The regime matrix of HyFDCA: data x partition x participation x lam x variant.
 
-Every cell runs HyFDCA (hinge, seed 0, the batched engine: plaintext, the message
-protocol's iterates bit for bit) from alpha = 0 and evaluates the certificate every
+Every cell runs HyFDCA (hinge, run seed 0 unless ``--seeds``, the batched engine:
+plaintext, the message protocol's iterates bit for bit) from alpha = 0 and evaluates the certificate every
 ``--eval-every`` rounds. Per cell it reports
 
 * cert 5e-2, cert 1e-2: the first evaluated round whose duality gap P(w_c) - D(alpha_c)
@@ -35,23 +35,28 @@ x participation {1, 0.9, 0.5, 0.1, cyclic with 3 subsets} x lam {1e-4, 1e-5} x v
 3,000 at 0.5 and cyclic, 10,000 at 0.1. Data a machine does not have (a9a and SMS need
 ``../shared/data`` or ``HYFDCA_DATA``, Fashion-MNIST ``apt-get install -y
 dataset-fashion-mnist``) is skipped with a message. ``--datasets``, ``--partitions``,
-``--participations``, ``--lams``, ``--variants`` run a slice.
+``--participations``, ``--lams``, ``--variants`` run a slice. ``--seeds 0,1,2`` runs every
+cell under each run seed (the participation and index-draw streams; the partition stays
+that of seed 0) and adds a line per cell with the spread: the worst and the median of the
+rounds to each target over the seeds.
 
 ``--quick`` (about 2 minutes on 2 cores): a9a 3x3, every participation and lam, both
 variants, the full mode's budgets.
 
 Last line: ``headline: diverged_cells=<n> worst_rel_after_50=<x>
 a9a_3x3_f05_cert1e2=<rounds or >budget> iterate_above_start_cells=<n>
-worst_iterate_rel_after_50=<x> worst_dual_fall=<x>``, over the cells of the default
-variant that ran (the paper's variant is in the table beside it; without the default in
-``--variants``, over the first variant given); a9a_3x3_f05 is a9a 3x3 at participation
-0.5 and lam 1e-4; the last three keys judge the iterate w(alpha) and the dual, which the
-certified point does not.
+worst_iterate_rel_after_50=<x> worst_dual_fall=<x>``, over the cells (and seeds) of the
+default variant that ran (the paper's variant is in the table beside it; without the
+default in ``--variants``, over the first variant given); a9a_3x3_f05 is a9a 3x3 at
+participation 0.5 and lam 1e-4 (the worst over the seeds); the last three keys judge the
+iterate w(alpha) and the dual, which the certified point does not.
 
     python benchmarks/hyfdca_variants.py --quick
     python benchmarks/hyfdca_variants.py --jobs 2 --markdown
     python benchmarks/hyfdca_variants.py --datasets a9a --participations 0.5,0.1
     python benchmarks/hyfdca_variants.py --quick --variants scaled-line-search --set iic=0.03
+    python benchmarks/hyfdca_variants.py --datasets fashion-mnist --partitions quadrants:5 \
+        --participations 0.5 --lams 1e-4 --variants auto --seeds 0,1,2,3,4
 """
 
 import os
@@ -116,11 +121,11 @@ def load(name):
 
 # --- one cell -----------------------------------------------------------------------------
 
-def run_cell(dataset, settings, p_star, budget, eval_every):
+def run_cell(dataset, settings, p_star, budget, eval_every, seed=SEED):
     """Rounds to the certified targets; the worst relative loss after WARMUP of the
     certified point and of the iterate w(alpha); the largest fall of the dual below its
     best so far (relative to P*); status (judged on the certified point)."""
-    run = BatchedHyFDCA(dataset, settings, seed=SEED)
+    run = BatchedHyFDCA(dataset, settings, seed=seed)
     best_dual = -np.inf
 
     def evaluate():
@@ -170,14 +175,15 @@ def run_cell(dataset, settings, p_star, budget, eval_every):
 
 
 def _task(job):
-    name, partition, part, lam, variant, budget, eval_every, p_star, overrides = job
+    name, partition, part, lam, variant, seed, budget, eval_every, p_star, overrides = job
     kind, fraction = PARTICIPATIONS[part]
     settings = HyFDCASettings.from_variant(variant, loss=LOSS, lam=lam, participation=kind,
                                            fraction=fraction, **overrides)
     start = time.perf_counter()
-    result = run_cell(_STATE[(name, partition)], settings, p_star, budget, eval_every)
+    result = run_cell(_STATE[(name, partition)], settings, p_star, budget, eval_every, seed)
     result.update(dataset=name, partition=partition, participation=part, lam=lam,
-                  variant=variant, budget=budget, wall=time.perf_counter() - start)
+                  variant=variant, seed=seed, budget=budget,
+                  wall=time.perf_counter() - start)
     return result
 
 
@@ -209,9 +215,10 @@ def prepare(cfg):
                     f"P* = {p_star:.6f}")
                 for part in cfg["participations"]:
                     for variant in cfg["variants"]:
-                        jobs.append((name, partition, part, lam, variant,
-                                     cfg["budget"][part], cfg["eval_every"], p_star,
-                                     cfg["overrides"]))
+                        for seed in cfg["seeds"]:
+                            jobs.append((name, partition, part, lam, variant, seed,
+                                         cfg["budget"][part], cfg["eval_every"], p_star,
+                                         cfg["overrides"]))
     return jobs
 
 
@@ -223,11 +230,12 @@ def table(results, markdown):
     def number(x):
         return "-" if not np.isfinite(x) else f"{x:.3g}"
 
-    header = ["data", "partition", "particip.", "lam", "variant", "cert 5e-2", "cert 1e-2",
+    header = ["data", "partition", "particip.", "lam", "variant", "seed", "cert 5e-2",
+              "cert 1e-2",
               "worst after 50", "iterate's worst", "dual fall", "final", "status",
               "rounds", "wall s"]
     rows = [[r["dataset"], r["partition"], r["participation"], f"{r['lam']:g}", r["variant"],
-             fmt_rounds(r["certified"][5e-2]), fmt_rounds(r["certified"][1e-2]),
+             str(r["seed"]), fmt_rounds(r["certified"][5e-2]), fmt_rounds(r["certified"][1e-2]),
              number(r["worst"]), number(r["worst_iterate"]), number(r["dual_fall"]),
              f"{r['final']:.3g}", r["status"], str(r["rounds"]), f"{r['wall']:.0f}"]
             for r in results]
@@ -237,6 +245,36 @@ def table(results, markdown):
     widths = [max(len(x) for x in col) for col in zip(header, *rows)]
     return "\n".join("  ".join(x.ljust(w) for x, w in zip(row, widths))
                      for row in [header] + rows)
+
+
+def worst_rounds(results, target):
+    """The most rounds any of ``results`` took to certify ``target`` (None: one did not)."""
+    rounds = [r["certified"][target] for r in results]
+    return None if None in rounds else max(rounds)
+
+
+def seed_spread(results):
+    """One line per cell run under several seeds: the worst and the median rounds to each
+    target (a seed that missed counts as more than its budget)."""
+    cells = {}
+    for r in results:
+        cells.setdefault((r["dataset"], r["partition"], r["participation"], r["lam"],
+                          r["variant"]), []).append(r)
+    lines = []
+    for (name, partition, part, lam, variant), runs in cells.items():
+        if len(runs) < 2:
+            continue
+        spread = []
+        for target in TARGETS:
+            rounds = np.array([np.inf if r["certified"][target] is None
+                               else r["certified"][target] for r in runs])
+            median, reached = np.median(rounds), int(np.isfinite(rounds).sum())
+            spread.append(f"cert {target:g}: {reached}/{len(runs)} seeds, worst "
+                          f"{fmt_rounds(worst_rounds(runs, target))}, median "
+                          f"{'>budget' if not np.isfinite(median) else f'{median:g}'}")
+        lines.append(f"{name} {partition} {part} {lam:g} {variant} over seeds "
+                     f"{[r['seed'] for r in runs]}: " + "; ".join(spread))
+    return "\n".join(lines)
 
 
 def headline(results):
@@ -250,7 +288,7 @@ def headline(results):
     worst = [r["worst"] for r in default if np.isfinite(r["worst"])]
     key = [r for r in default if (r["dataset"], r["partition"], r["participation"], r["lam"])
            == ("a9a", "3x3", "0.5", 1e-4)]
-    cert = fmt_rounds(key[0]["certified"][1e-2]) if key else "not-run"
+    cert = fmt_rounds(worst_rounds(key, 1e-2)) if key else "not-run"
     worst_iterate = [r["worst_iterate"] for r in default if np.isfinite(r["worst_iterate"])]
     return (f"headline: diverged_cells={diverged} "
             f"worst_rel_after_50={max(worst) if worst else float('nan'):.3g} "
@@ -274,12 +312,18 @@ def main(argv=None):
     parser.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
                         help="override a settings field in every cell (e.g. step_cap=0.5, "
                              "iic=0.03, second_inner_product=False); repeatable")
+    parser.add_argument("--seeds", help="comma-separated run seeds (default 0): the "
+                                        "participation and index-draw streams")
     parser.add_argument("--markdown", action="store_true", help="print a Markdown table")
     args = parser.parse_args(argv)
     cfg = dict(QUICK if args.quick else FULL)
     for key in ("datasets", "partitions", "participations", "variants"):
         if getattr(args, key):
             cfg[key] = tuple(getattr(args, key).split(","))
+    try:
+        cfg["seeds"] = tuple(int(v) for v in args.seeds.split(",")) if args.seeds else (SEED,)
+    except ValueError:
+        parser.error(f"--seeds takes comma-separated integers, got {args.seeds!r}")
     if args.lams:
         cfg["lams"] = tuple(float(v) for v in args.lams.split(","))
     if args.eval_every:
@@ -307,12 +351,16 @@ def main(argv=None):
         for result in (pool.imap_unordered(_task, jobs) if pool else map(_task, jobs)):
             results.append(result)
             log(f"  {result['dataset']} {result['partition']} "
-                f"{result['participation']} {result['lam']:g} {result['variant']}: "
+                f"{result['participation']} {result['lam']:g} {result['variant']} "
+                f"seed {result['seed']}: "
                 f"{result['status']} ({result['rounds']} rounds, {result['wall']:.0f} s)")
-    order = {job[:5]: i for i, job in enumerate(jobs)}
+    order = {job[:6]: i for i, job in enumerate(jobs)}
     results.sort(key=lambda r: order[(r["dataset"], r["partition"], r["participation"],
-                                      r["lam"], r["variant"])])
+                                      r["lam"], r["variant"], r["seed"])])
     print(table(results, args.markdown))
+    spread = seed_spread(results)
+    if spread:
+        print(spread)
     print(f"total {time.perf_counter() - t0:.0f} s")
     print(headline(results))
     return 0
