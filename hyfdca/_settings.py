@@ -23,9 +23,12 @@ PROX_CAP = 10.0
 # is above PHASE_E_MU lam, i.e. where the proximal outer loop is strong; its kappa then
 # amplifies stale stored parts, which phase E refreshes for the present clients at one
 # more round trip (docs/algorithm.md section 6, tenth round). The capped line search's
-# mu may then reach CAPPED_PROX_CAP lam.
+# mu may then reach CAPPED_PROX_CAP lam. prox="strong" (the scaled line search) runs the
+# outer loop only there, with phase E, and no outer loop where mu would be at most
+# PHASE_E_MU lam (docs/algorithm.md section 6, eleventh round).
 PHASE_E_MU = 3.0
 CAPPED_PROX_CAP = 40.0
+PROX_RULES = ("auto", "strong")  # prox values resolved on the data by bind()
 
 VARIANTS = {
     # The paper's published method: sigma = 1, rho = 1, no line search, independent draws
@@ -57,8 +60,9 @@ VARIANTS = {
     # auto-full and the capped line search run the accelerated proximal outer loop
     # (prox="auto"; under the capped line search's staleness the centre moved every 25
     # rounds, not 10, and phase E where mu > PHASE_E_MU lam); the scaled line search
-    # does not (on SMS at lam 1e-5 and f = 0.9 its dual fell by 40 P*): docs/algorithm.md
-    # section 6, ninth and tenth rounds.
+    # runs it only where it is strong, and then with phase E (prox="strong": without
+    # phase E its dual fell by 40 P* on SMS at lam 1e-5 and f = 0.9): docs/algorithm.md
+    # section 6, ninth to eleventh rounds.
     "auto-full": dict(sigma=1.0, rho="norm", line_search=True, sampling="shared",
                       draw="permuted", aggregation="mean", iic=1.0,
                       holder_weights="norm-share", prox="auto"),
@@ -77,7 +81,9 @@ VARIANTS = {
     "scaled-line-search": dict(sigma=1.0, rho="norm", line_search=True,
                                sampling="shared", draw="permuted", aggregation="mean",
                                iic=0.3, curvature_scaling="absent-share",
-                               holder_weights="norm-share"),
+                               holder_weights="norm-share", prox="strong",
+                               prox_cap=CAPPED_PROX_CAP, prox_rounds=25,
+                               second_inner_product="auto"),
     # The same with its step capped at 0.3 and its iic scaled with lam as auto-partial's
     # (by _preset_values); once its line search stalls (g = 0 in half of the last 100
     # rounds: _round.stalls) the run goes on with auto-partial's rounds for good
@@ -133,7 +139,8 @@ class HyFDCASettings:
     section 6); the certificate stays that of the original problem. 0: off. "auto":
     mu = min(mean_i q_i / N, prox_cap lam), kappa = max(0, mu - lam): the rounds' mu N
     is the mean squared row norm where that is at most prox_cap lam N (:meth:`bind`,
-    from the layout's ``sq_norm_total``).
+    from the layout's ``sq_norm_total``). "strong": the same kappa where mu > PHASE_E_MU
+    lam, else 0 (no outer loop).
     """
 
     loss: str = "hinge"
@@ -235,9 +242,9 @@ class HyFDCASettings:
              "logistic"),
             (not self.stall_fallback or self.line_search,
              "stall_fallback watches the line search: it needs line_search=True"),
-            (self.prox == "auto" or (isinstance(self.prox, (int, float))
-                                     and np.isfinite(self.prox) and self.prox >= 0),
-             f"prox must be a number >= 0 or 'auto', got {self.prox!r}"),
+            (self.prox in PROX_RULES or (isinstance(self.prox, (int, float))
+                                         and np.isfinite(self.prox) and self.prox >= 0),
+             f"prox must be a number >= 0, 'auto' or 'strong', got {self.prox!r}"),
             (type(self.prox_rounds) is int and self.prox_rounds >= 1,
              f"prox_rounds must be an integer >= 1, got {self.prox_rounds!r}"),
             (isinstance(self.prox_cap, (int, float)) and self.prox_cap >= 1,
@@ -274,16 +281,19 @@ class HyFDCASettings:
                        prox=kappa, second_inner_product=bool(phase_e))
 
     def _prox_on(self, layout):
-        """kappa as a number: ``prox`` resolved on the layout where it is "auto"."""
-        if self.prox != "auto":
+        """kappa as a number: ``prox`` resolved on the layout where it is "auto" or
+        "strong"."""
+        if self.prox not in PROX_RULES:
             return self.prox
         if layout.sq_norm_total is None:
-            raise ValueError("prox='auto' sets kappa from the clients' total squared norm "
-                             "||X||_F^2, which this layout lacks (Layout.sq_norm_total); "
-                             "give prox as a number")
+            raise ValueError(f"prox={self.prox!r} sets kappa from the clients' total "
+                             "squared norm ||X||_F^2, which this layout lacks "
+                             "(Layout.sq_norm_total); give prox as a number")
         n = max(layout.n_samples, 1)
-        conditioned = float(layout.sq_norm_total) / n / n
-        return max(0.0, min(conditioned, self.prox_cap * self.lam) - self.lam)
+        mu = min(float(layout.sq_norm_total) / n / n, self.prox_cap * self.lam)
+        if self.prox == "strong" and mu <= PHASE_E_MU * self.lam:
+            return 0.0
+        return max(0.0, mu - self.lam)
 
     @property
     def watches_stall(self):
@@ -329,8 +339,8 @@ class HyFDCASettings:
 
     @property
     def kappa(self):
-        """``prox`` as a number (bound settings where it is "auto")."""
-        if self.prox == "auto":
+        """``prox`` as a number (bound settings where it is "auto" or "strong")."""
+        if self.prox in PROX_RULES:
             self._require_bound("kappa")
         return float(self.prox)
 

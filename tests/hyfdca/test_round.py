@@ -1,5 +1,7 @@
 """The server's step-size rules against brute-force maximisation of the dual."""
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -203,6 +205,40 @@ def test_phase_e_auto_runs_where_the_proximal_loop_is_strong():
     assert capped(ratio / 2, second_inner_product=True).second_inner_product
     with pytest.raises(ValueError, match="second_inner_product"):
         HyFDCASettings.from_variant("auto-full", second_inner_product="sometimes")
+
+
+def test_prox_strong_runs_the_outer_loop_only_where_it_is_strong():
+    """prox="strong" (the scaled line search, auto at f >= 0.75): kappa as "auto" where
+    mu > PHASE_E_MU lam, and then phase E too; no outer loop and no phase E at or below,
+    so those runs are the bits of the scaled line search without the outer loop."""
+    from feddata.partition import hybrid_grid
+    from hyfdca import HyFDCASettings
+    from hyfdca._round import moves_prox_centre, plan_round
+    from hyfdca._settings import CAPPED_PROX_CAP, PHASE_E_MU, PROX_CAP
+
+    rng = np.random.default_rng(0)
+    X, y = rng.normal(size=(40, 6)), np.where(rng.random(40) < 0.5, 1.0, -1.0)
+    fed = hybrid_grid(X, y, 2, 2)
+    ratio = float(np.sum(X * X)) / 40 / 40  # mean q_i / N
+
+    def scaled(lam, **fields):
+        return HyFDCASettings.from_variant("auto", lam=lam, participation="fraction",
+                                           fraction=0.9, **fields).bind(fed)
+
+    weak = scaled(ratio / PHASE_E_MU)  # mu = PHASE_E_MU lam: not above it
+    assert weak.curvature_scaling == "absent-share" and weak.kappa == 0.0
+    assert not weak.second_inner_product and plan_round(weak, 1, False).round_trips == 4
+    without = scaled(ratio / PHASE_E_MU, prox=0.0, second_inner_product=False)
+    assert replace(weak, overridden=(), prox_rounds=10, prox_cap=PROX_CAP) == \
+        replace(without, overridden=(), prox_rounds=10, prox_cap=PROX_CAP)
+    assert not any(moves_prox_centre(weak, t) for t in range(1, 101))
+    strong = scaled(ratio / 10)  # mu = 10 lam
+    assert strong.round_lam == pytest.approx(ratio, rel=1e-12) and strong.prox_rounds == 25
+    assert strong.second_inner_product and plan_round(strong, 1, False).round_trips == 5
+    assert scaled(ratio / 100).round_lam == pytest.approx(CAPPED_PROX_CAP * ratio / 100,
+                                                          rel=1e-12)
+    auto = HyFDCASettings.from_variant("auto-full", lam=ratio / PHASE_E_MU, prox="auto")
+    assert auto.bind(fed).kappa > 0  # "auto" keeps a weak outer loop; "strong" does not
 
 
 def test_the_prox_centre_moves_by_nesterovs_extrapolation():
