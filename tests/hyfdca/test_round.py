@@ -173,23 +173,35 @@ def test_prox_auto_sets_kappa_from_the_disclosed_norm_and_caps_it():
         HyFDCASettings.from_variant("auto-full", lam=0.1, prox_rounds=0)
 
 
-def test_phase_e_auto_runs_where_the_proximal_loop_is_strong():
-    """second_inner_product="auto" (the capped line search): phase E where the rounds'
-    mu = lam + kappa is above PHASE_E_MU lam, with mu capped at CAPPED_PROX_CAP lam;
-    below, no phase E and the same mu as a cap of 3; explicit values and bad ones."""
+def _auto_on_a_small_grid():
+    """(the data, mean q_i / N, bind(lam, fraction, **fields)): the data a 2x2 grid of 40
+    Gaussian rows, bind giving variant "auto" under participation "fraction" bound on it."""
     from feddata.partition import hybrid_grid
     from hyfdca import HyFDCASettings
-    from hyfdca._round import plan_round
-    from hyfdca._settings import CAPPED_PROX_CAP, PHASE_E_MU
 
     rng = np.random.default_rng(0)
     X, y = rng.normal(size=(40, 6)), np.where(rng.random(40) < 0.5, 1.0, -1.0)
     fed = hybrid_grid(X, y, 2, 2)
-    ratio = float(np.sum(X * X)) / 40 / 40  # mean q_i / N
+
+    def bound_auto(lam, fraction, **fields):
+        return HyFDCASettings.from_variant("auto", lam=lam, participation="fraction",
+                                           fraction=fraction, **fields).bind(fed)
+
+    return fed, float(np.sum(X * X)) / 40 / 40, bound_auto
+
+
+def test_phase_e_auto_runs_where_the_proximal_loop_is_strong():
+    """second_inner_product="auto" (the capped line search): phase E where the rounds'
+    mu = lam + kappa is above PHASE_E_MU lam, with mu capped at CAPPED_PROX_CAP lam;
+    below, no phase E and the same mu as a cap of 3; explicit values and bad ones."""
+    from hyfdca import HyFDCASettings
+    from hyfdca._round import plan_round
+    from hyfdca._settings import CAPPED_PROX_CAP, PHASE_E_MU
+
+    _, ratio, bound_auto = _auto_on_a_small_grid()
 
     def capped(lam, **fields):
-        return HyFDCASettings.from_variant("auto", lam=lam, participation="fraction",
-                                           fraction=0.5, **fields).bind(fed)
+        return bound_auto(lam, 0.5, **fields)
 
     conditioned = capped(ratio / 2)  # mu = 2 lam <= PHASE_E_MU lam
     assert not conditioned.second_inner_product
@@ -211,19 +223,14 @@ def test_prox_strong_runs_the_outer_loop_only_where_it_is_strong():
     """prox="strong" (the scaled line search, auto at f >= 0.75): kappa as "auto" where
     mu > PHASE_E_MU lam, and then phase E too; no outer loop and no phase E at or below,
     so those runs are the bits of the scaled line search without the outer loop."""
-    from feddata.partition import hybrid_grid
     from hyfdca import HyFDCASettings
     from hyfdca._round import moves_prox_centre, plan_round
     from hyfdca._settings import CAPPED_PROX_CAP, PHASE_E_MU, PROX_CAP
 
-    rng = np.random.default_rng(0)
-    X, y = rng.normal(size=(40, 6)), np.where(rng.random(40) < 0.5, 1.0, -1.0)
-    fed = hybrid_grid(X, y, 2, 2)
-    ratio = float(np.sum(X * X)) / 40 / 40  # mean q_i / N
+    fed, ratio, bound_auto = _auto_on_a_small_grid()
 
     def scaled(lam, **fields):
-        return HyFDCASettings.from_variant("auto", lam=lam, participation="fraction",
-                                           fraction=0.9, **fields).bind(fed)
+        return bound_auto(lam, 0.9, **fields)
 
     weak = scaled(ratio / PHASE_E_MU)  # mu = PHASE_E_MU lam: not above it
     assert weak.curvature_scaling == "absent-share" and weak.kappa == 0.0
