@@ -9,7 +9,11 @@ news20-shaped synthetic set, and Fashion-MNIST in the quadrant scheme when insta
 Comparisons are independent: ``n_jobs`` runs them in parallel processes through joblib
 (local by default), and ``scheduler`` (the address of a Dask cluster) spreads them over
 that cluster's workers through joblib's Dask backend. Results do not depend on where a
-comparison ran: with the deterministic time model they are the same bits (tested).
+comparison ran: with the deterministic time model they are the same bits (tested). Each
+comparison runs with its BLAS on one thread (:func:`compare_on_one_blas_thread`): a
+threaded BLAS sums a long dot product (a client's ||X^k||_F^2, which sets the proximal
+term kappa) in an order that depends on its thread count, so the bits would otherwise
+depend on the machine's cores and on ``n_jobs``.
 
 Each comparison is saved as it finishes (``OUTPUT/comparisons/``, with the settings it was
 run with), and a later run into the same folder reuses every saved comparison whose
@@ -29,6 +33,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from joblib import Parallel, delayed, parallel_config
+from threadpoolctl import threadpool_limits
 
 from feddata import datasets, federated_problem
 from hyfdca._checkpoint import pickled, write_atomic
@@ -59,6 +64,13 @@ def prepare(name, partition, *, lam, loss="hinge", seed=0):
 
 def _log(message):
     print(message, flush=True)
+
+
+def compare_on_one_blas_thread(*args, **kwargs):
+    """:func:`compare` with the BLAS libraries limited to one thread, in whichever process
+    runs it (the suite's own, a joblib worker or a Dask worker)."""
+    with threadpool_limits(limits=1, user_api="blas"):
+        return compare(*args, **kwargs)
 
 
 @contextmanager
@@ -177,7 +189,8 @@ def run_suite(config, output, *, methods=METHODS, costs=None, latency=0.2575, se
     with _cluster(scheduler if todo else None):
         results = Parallel(n_jobs=-1 if scheduler else n_jobs,
                            return_as="generator_unordered")(
-            delayed(compare)(label, problem, methods, **options) for label, problem in todo)
+            delayed(compare_on_one_blas_thread)(label, problem, methods, **options)
+            for label, problem in todo)
         for comp in results:   # saved as each finishes
             write_atomic(_saved_path(saved, comp.name),   # fingerprint first, then comp
                          pickled(fingerprints[comp.name]) + pickled(comp))

@@ -220,6 +220,33 @@ def test_the_cli_says_where_an_interrupted_experiment_resumes(tmp_path, monkeypa
             in capsys.readouterr().err)
 
 
+def test_each_comparison_runs_with_its_blas_on_one_thread(tmp_path, monkeypatch):
+    """A threaded BLAS sums a long dot product (a client's ||X^k||_F^2, which sets kappa)
+    in an order that depends on its thread count; the suite pins each comparison's BLAS
+    to one thread, so its bits do not depend on the machine's cores or on n_jobs."""
+    import hyfdca.experiments._suite as suite
+    from threadpoolctl import threadpool_info, threadpool_limits
+
+    seen, real_compare = [], suite.compare
+
+    def recording_compare(*args, **kwargs):
+        seen.append(blas_threads())
+        return real_compare(*args, **kwargs)
+
+    monkeypatch.setattr(suite, "compare", recording_compare)
+    config = dict(E.QUICK, datasets={"breast_cancer": ("2x2",)}, fractions=(0.5,),
+                  rounds=3, tune_rounds=2, max_candidates=1)
+    def blas_threads():
+        return [lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"]
+
+    with threadpool_limits(limits=2, user_api="blas"):
+        before = blas_threads()
+        E.run_suite(config, tmp_path, deterministic=True, log=lambda _: None)
+        assert blas_threads() == before   # the caller's setting is given back
+    assert seen and all(seen), "numpy's BLAS was not found"
+    assert all(n == 1 for threads in seen for n in threads)
+
+
 def test_parallel_and_dask_runs_give_the_same_bits(tmp_path):
     """Comparisons spread over local processes or a Dask cluster's workers give the same
     deterministic results as one process."""
