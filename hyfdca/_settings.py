@@ -29,6 +29,14 @@ PROX_CAP = 10.0
 PHASE_E_MU = 3.0
 CAPPED_PROX_CAP = 40.0
 PROX_RULES = ("auto", "strong")  # prox values resolved on the data by bind()
+# prox_rounds="auto": the centre moves every STRONG_PROX_ROUNDS rounds where the outer
+# loop is strong (mu > PHASE_E_MU lam), every WEAK_PROX_ROUNDS rounds elsewhere. A strong
+# outer loop amplifies its inner solves' error kappa / lam times (the dual at an alpha of
+# the proximal problem), and under partial participation 25 rounds left an error floor
+# that the dual bound could not pass; 50 rounds (each client present about 25 times at
+# f = 0.5) lower it, while a weak loop (SMS 3x3 at lam 1e-4, mu = 1.8 lam) is slowed by
+# them (docs/algorithm.md section 6, twelfth round).
+STRONG_PROX_ROUNDS, WEAK_PROX_ROUNDS = 50, 25
 
 VARIANTS = {
     # The paper's published method: sigma = 1, rho = 1, no line search, independent draws
@@ -97,7 +105,7 @@ VARIANTS = {
                                sampling="shared", draw="permuted", aggregation="mean",
                                iic=0.3, curvature_scaling="absent-share", step_cap=0.3,
                                holder_weights="norm-share", stall_fallback=True,
-                               prox="auto", prox_cap=CAPPED_PROX_CAP, prox_rounds=25,
+                               prox="auto", prox_cap=CAPPED_PROX_CAP, prox_rounds="auto",
                                second_inner_product="auto"),
 }
 # what after_stall takes from auto-partial (the rest of the two presets is the same)
@@ -140,7 +148,8 @@ class HyFDCASettings:
     mu = min(mean_i q_i / N, prox_cap lam), kappa = max(0, mu - lam): the rounds' mu N
     is the mean squared row norm where that is at most prox_cap lam N (:meth:`bind`,
     from the layout's ``sq_norm_total``). "strong": the same kappa where mu > PHASE_E_MU
-    lam, else 0 (no outer loop).
+    lam, else 0 (no outer loop). ``prox_rounds`` "auto": STRONG_PROX_ROUNDS where mu >
+    PHASE_E_MU lam, else WEAK_PROX_ROUNDS (:meth:`bind`).
     """
 
     loss: str = "hinge"
@@ -245,8 +254,9 @@ class HyFDCASettings:
             (self.prox in PROX_RULES or (isinstance(self.prox, (int, float))
                                          and np.isfinite(self.prox) and self.prox >= 0),
              f"prox must be a number >= 0, 'auto' or 'strong', got {self.prox!r}"),
-            (type(self.prox_rounds) is int and self.prox_rounds >= 1,
-             f"prox_rounds must be an integer >= 1, got {self.prox_rounds!r}"),
+            (self.prox_rounds == "auto"
+             or (type(self.prox_rounds) is int and self.prox_rounds >= 1),
+             f"prox_rounds must be an integer >= 1 or 'auto', got {self.prox_rounds!r}"),
             (isinstance(self.prox_cap, (int, float)) and self.prox_cap >= 1,
              f"prox_cap must be a number >= 1, got {self.prox_cap!r}"),
             (self.second_inner_product in (True, False, "auto"),
@@ -274,11 +284,13 @@ class HyFDCASettings:
             counts = layout.holder_counts
             sigma = sum(float(np.max(1.0 / counts[ids])) for ids in layout.sample_ids)
         kappa = self._prox_on(layout)
-        phase_e = self.second_inner_product
-        if phase_e == "auto":
-            phase_e = self.lam + kappa > PHASE_E_MU * self.lam
+        strong = self.lam + kappa > PHASE_E_MU * self.lam
+        phase_e = strong if self.second_inner_product == "auto" else self.second_inner_product
+        rounds = self.prox_rounds
+        if rounds == "auto":
+            rounds = STRONG_PROX_ROUNDS if strong else WEAK_PROX_ROUNDS
         return replace(self, n_samples=layout.n_samples, sigma_value=float(sigma),
-                       prox=kappa, second_inner_product=bool(phase_e))
+                       prox=kappa, second_inner_product=bool(phase_e), prox_rounds=rounds)
 
     def _prox_on(self, layout):
         """kappa as a number: ``prox`` resolved on the layout where it is "auto" or

@@ -191,12 +191,15 @@ def _auto_on_a_small_grid():
 
 
 def test_phase_e_auto_runs_where_the_proximal_loop_is_strong():
-    """second_inner_product="auto" (the capped line search): phase E where the rounds'
-    mu = lam + kappa is above PHASE_E_MU lam, with mu capped at CAPPED_PROX_CAP lam;
-    below, no phase E and the same mu as a cap of 3; explicit values and bad ones."""
+    """second_inner_product="auto" and prox_rounds="auto" (the capped line search):
+    phase E and a centre moved every STRONG_PROX_ROUNDS rounds where the rounds' mu =
+    lam + kappa is above PHASE_E_MU lam, with mu capped at CAPPED_PROX_CAP lam; below, no
+    phase E, WEAK_PROX_ROUNDS and the same mu as a cap of 3; explicit values and bad
+    ones."""
     from hyfdca import HyFDCASettings
-    from hyfdca._round import plan_round
-    from hyfdca._settings import CAPPED_PROX_CAP, PHASE_E_MU
+    from hyfdca._round import moves_prox_centre, plan_round
+    from hyfdca._settings import (CAPPED_PROX_CAP, PHASE_E_MU, STRONG_PROX_ROUNDS,
+                                  WEAK_PROX_ROUNDS)
 
     _, ratio, bound_auto = _auto_on_a_small_grid()
 
@@ -210,6 +213,11 @@ def test_phase_e_auto_runs_where_the_proximal_loop_is_strong():
     strong = capped(ratio / 10)  # mu = 10 lam
     assert strong.second_inner_product and strong.round_lam == pytest.approx(ratio, rel=1e-12)
     assert plan_round(strong, 1, False).round_trips == 5
+    assert (conditioned.prox_rounds, strong.prox_rounds) == (WEAK_PROX_ROUNDS,
+                                                             STRONG_PROX_ROUNDS)
+    assert [t for t in range(1, 101) if moves_prox_centre(strong, t)] == list(
+        range(STRONG_PROX_ROUNDS, 101, STRONG_PROX_ROUNDS))
+    assert capped(ratio / 10, prox_rounds=7).prox_rounds == 7
     assert capped(ratio / 100).round_lam == pytest.approx(CAPPED_PROX_CAP * ratio / 100,
                                                           rel=1e-12)
     assert capped(ratio / (PHASE_E_MU + 1e-9)).second_inner_product
@@ -217,6 +225,8 @@ def test_phase_e_auto_runs_where_the_proximal_loop_is_strong():
     assert capped(ratio / 2, second_inner_product=True).second_inner_product
     with pytest.raises(ValueError, match="second_inner_product"):
         HyFDCASettings.from_variant("auto-full", second_inner_product="sometimes")
+    with pytest.raises(ValueError, match="prox_rounds"):
+        HyFDCASettings.from_variant("auto-full", prox_rounds="often")
 
 
 def test_prox_strong_runs_the_outer_loop_only_where_it_is_strong():
