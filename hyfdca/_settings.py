@@ -284,7 +284,7 @@ class HyFDCASettings:
             counts = layout.holder_counts
             sigma = sum(float(np.max(1.0 / counts[ids])) for ids in layout.sample_ids)
         kappa = self._prox_on(layout)
-        strong = self.lam + kappa > PHASE_E_MU * self.lam
+        strong = self._is_strong(self.lam + kappa)
         phase_e = strong if self.second_inner_product == "auto" else self.second_inner_product
         rounds = self.prox_rounds
         if rounds == "auto":
@@ -303,9 +303,15 @@ class HyFDCASettings:
                              "(Layout.sq_norm_total); give prox as a number")
         n = max(layout.n_samples, 1)
         mu = min(float(layout.sq_norm_total) / n / n, self.prox_cap * self.lam)
-        if self.prox == "strong" and mu <= PHASE_E_MU * self.lam:
+        if self.prox == "strong" and not self._is_strong(mu):
             return 0.0
         return max(0.0, mu - self.lam)
+
+    def _is_strong(self, mu):
+        """Whether the rounds' regularisation mu makes the outer loop strong (mu >
+        PHASE_E_MU lam): where prox="strong" runs it, phase E runs and T is
+        STRONG_PROX_ROUNDS."""
+        return mu > PHASE_E_MU * self.lam
 
     @property
     def watches_stall(self):

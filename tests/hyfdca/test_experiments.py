@@ -227,6 +227,9 @@ def test_each_comparison_runs_with_its_blas_on_one_thread(tmp_path, monkeypatch)
     import hyfdca.experiments._suite as suite
     from threadpoolctl import threadpool_info, threadpool_limits
 
+    def blas_threads():
+        return [lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"]
+
     seen, real_compare = [], suite.compare
 
     def recording_compare(*args, **kwargs):
@@ -236,9 +239,6 @@ def test_each_comparison_runs_with_its_blas_on_one_thread(tmp_path, monkeypatch)
     monkeypatch.setattr(suite, "compare", recording_compare)
     config = dict(E.QUICK, datasets={"breast_cancer": ("2x2",)}, fractions=(0.5,),
                   rounds=3, tune_rounds=2, max_candidates=1)
-    def blas_threads():
-        return [lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"]
-
     with threadpool_limits(limits=2, user_api="blas"):
         before = blas_threads()
         E.run_suite(config, tmp_path, deterministic=True, log=lambda _: None)
