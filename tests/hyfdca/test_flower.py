@@ -48,18 +48,37 @@ def test_a_2x2_mask_job_on_the_simulation_engine_gives_the_in_process_iterates(j
     assert [r["rtc"] for r in rows["rows"]] == [0] + [r["rtc"] for r in history.rounds]
 
 
+def recording_niceness(folder):
+    """A Flower mod that writes the niceness of the process running each ClientApp
+    message to ``folder``/<pid>."""
+    def mod(message, context, call_next):
+        import os
+        (folder / str(os.getpid())).write_text(str(os.nice(0)))
+        return call_next(message, context)
+    return mod
+
+
 def test_a_bfv_job_on_the_simulation_engine_gives_the_in_process_iterates(job, tmp_path):
     """Lattice ciphertexts cross the Flower wire (serialised SEAL ciphertexts; every
-    ClientApp loads the secret contexts, the ServerApp only the public ones)."""
+    ClientApp loads the secret contexts, the ServerApp only the public ones). The parties
+    run at the caller's priority (Ray's own default, niceness 15, starves them beside
+    other work)."""
+    import os
+
     fed, settings, _, _, _ = job
     client_keys, server_keys = flower.write_keys(tmp_path / "keys", "bfv")
     keys, masker = flower.read_client_keys(client_keys)
     local = HyFDCARun(fed, settings, dealt=DealtKeys(keys, flower.read_server_keys(server_keys),
                                                       masker), seed=3)
     train(local, History(), max_rounds=3, eval_every=3)
+    (tmp_path / "nice").mkdir()
     model, _ = flower.simulate(fed, settings, tmp_path / "sim", client_keys=client_keys,
-                               server_keys=server_keys, max_rounds=3, eval_every=3, seed=3)
+                               server_keys=server_keys, max_rounds=3, eval_every=3, seed=3,
+                               client_mods=[recording_niceness(tmp_path / "nice")])
     np.testing.assert_array_equal(model, local.model)
+    workers = {int(f.read_text()) for f in (tmp_path / "nice").iterdir()}
+    assert workers == {os.nice(0)}
+    assert "RAY_worker_niceness" not in os.environ
 
 
 # the simulated parties' phase timeout: long enough that a loaded machine's slow reply is
