@@ -20,7 +20,8 @@ run with), and a later run into the same folder reuses every saved comparison wh
 settings match: an interrupted suite resumes where it stopped. A saved comparison is
 keyed by its setting, methods and options (the per-value costs included: measured costs
 differ from run to run, so only runs with reference costs or none resume) and by a digest
-of the toolkit's source, so a changed code recomputes.
+of the toolkit's source that a comparison can run (not the Flower deployment code), so a
+changed code recomputes.
 """
 
 import hashlib
@@ -95,16 +96,23 @@ def _formats(stem):
 
 
 SOURCE_PACKAGES = ("hyfdca", "baselines", "solvers", "feddata", "crypto")
+# code no comparison runs (tested: a comparison loads no module of it), so that changing
+# it leaves the saved comparisons reusable
+NOT_RUN_BY_A_COMPARISON = ("hyfdca.flower",)
 
 
 def source_digest():
-    """SHA-256 of the toolkit's Python source (the packages a comparison runs), by path."""
+    """SHA-256 of the toolkit's Python source that a comparison can run (the packages
+    above less ``NOT_RUN_BY_A_COMPARISON``), by path."""
     digest = hashlib.sha256()
     for package in SOURCE_PACKAGES:
         folder = Path(importlib.util.find_spec(package).origin).parent
         for path in sorted(folder.rglob("*.py")):
-            name = f"{package}/{path.relative_to(folder)}"
-            digest.update(name.encode() + b"\0" + path.read_bytes())
+            relative = path.relative_to(folder)
+            module = ".".join((package, *relative.with_suffix("").parts))
+            if any(module == m or module.startswith(m + ".") for m in NOT_RUN_BY_A_COMPARISON):
+                continue
+            digest.update(f"{package}/{relative}".encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()
 
 

@@ -204,6 +204,47 @@ def test_an_interrupted_suite_resumes_from_its_saved_comparisons(tmp_path, monke
         E.run_suite(dict(config, fractions=(0.5, 0.5)), tmp_path / "stopped", **options)
 
 
+def test_the_code_digest_leaves_out_only_what_no_comparison_runs(tmp_path, monkeypatch):
+    """A change to hyfdca.flower leaves saved comparisons reusable, any other source change
+    does not; and a whole suite run in a fresh process loads no module of hyfdca.flower
+    (what makes leaving it out safe)."""
+    import importlib.util
+    import subprocess
+    import sys
+    from types import SimpleNamespace
+
+    import hyfdca.experiments._suite as suite
+
+    package = tmp_path / "hyfdca"
+    (package / "flower").mkdir(parents=True)
+    for name in ("__init__.py", "_run.py", "flower/__init__.py", "flower/_wire.py",
+                 "flowerbed.py"):
+        (package / name).write_text("x = 1\n")
+    monkeypatch.setattr(suite, "SOURCE_PACKAGES", ("hyfdca",))
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name: SimpleNamespace(origin=str(package / "__init__.py")))
+    before = suite.source_digest()
+    (package / "flower" / "_wire.py").write_text("x = 2\n")
+    assert suite.source_digest() == before
+    for name in ("_run.py", "flowerbed.py"):   # a sibling whose name merely starts alike
+        (package / name).write_text("x = 2\n")
+        assert suite.source_digest() != before
+        before = suite.source_digest()
+    monkeypatch.undo()
+
+    script = (
+        "import sys\n"
+        "from hyfdca import experiments as E\n"
+        "config = dict(E.QUICK, datasets={'breast_cancer': ('2x2',)}, fractions=(0.5,),\n"
+        "              rounds=3, tune_rounds=2, max_candidates=1)\n"
+        f"E.run_suite(config, {str(tmp_path / 'suite')!r}, deterministic=True,\n"
+        "            costs=E.REFERENCE_COSTS['paillier'], log=lambda _: None)\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[:2] == ['hyfdca', 'flower']))\n")
+    loaded = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                            check=True).stdout.strip().splitlines()[-1]
+    assert suite.NOT_RUN_BY_A_COMPARISON == ("hyfdca.flower",) and loaded == "[]"
+
+
 @pytest.mark.parametrize("stop,code", [(KeyboardInterrupt, 130), (Terminated, 143)])
 def test_the_cli_says_where_an_interrupted_experiment_resumes(tmp_path, monkeypatch,
                                                               capsys, stop, code):
