@@ -38,7 +38,12 @@ dataset-fashion-mnist``) is skipped with a message. ``--datasets``, ``--partitio
 ``--participations``, ``--lams``, ``--variants`` run a slice. ``--seeds 0,1,2`` runs every
 cell under each run seed (the participation and index-draw streams; the partition stays
 that of seed 0) and adds a line per cell with the spread: the worst and the median of the
-rounds to each target over the seeds.
+rounds to each target over the seeds. ``--trace`` prints every evaluation of every cell as
+it runs (round; relative loss of the certified point and of w(alpha); D(alpha_c) and
+D(alpha) over P*): with ``--eval-every 100``, the traces of docs/algorithm.md section 6
+(``--budget`` sets every cell's rounds).
+Certificates leave the training state as they found it, so ``--eval-every`` changes no
+iterate, only when the targets are seen.
 
 ``--quick`` (about 2 minutes on 2 cores): a9a 3x3, every participation and lam, both
 variants, the full mode's budgets.
@@ -121,16 +126,22 @@ def load(name):
 
 # --- one cell -----------------------------------------------------------------------------
 
-def run_cell(dataset, settings, p_star, budget, eval_every, seed=SEED):
+def run_cell(dataset, settings, p_star, budget, eval_every, seed=SEED, trace=None):
     """Rounds to the certified targets; the worst relative loss after WARMUP of the
     certified point and of the iterate w(alpha); the largest fall of the dual below its
-    best so far (relative to P*); status (judged on the certified point)."""
+    best so far (relative to P*); status (judged on the certified point). With ``trace``
+    (a label), one line per evaluation."""
     run = BatchedHyFDCA(dataset, settings, seed=seed)
     best_dual = -np.inf
 
     def evaluate():
         nonlocal best_dual
         cert = run.certificate()
+        if trace:
+            log(f"trace {trace} round {run.round}: certified "
+                f"{(cert.primal - p_star) / p_star:.4g} iterate "
+                f"{(cert.iterate_primal - p_star) / p_star:.4g} D(alpha_c)/P* "
+                f"{cert.dual / p_star:.4g} D(alpha)/P* {cert.iterate_dual / p_star:.4g}")
         dual = cert.iterate_dual
         fall = (best_dual - dual) / p_star if np.isfinite(best_dual) else 0.0
         best_dual = max(best_dual, dual)
@@ -175,12 +186,15 @@ def run_cell(dataset, settings, p_star, budget, eval_every, seed=SEED):
 
 
 def _task(job):
-    name, partition, part, lam, variant, seed, budget, eval_every, p_star, overrides = job
+    (name, partition, part, lam, variant, seed, budget, eval_every, p_star, overrides,
+     trace) = job
     kind, fraction = PARTICIPATIONS[part]
     settings = HyFDCASettings.from_variant(variant, loss=LOSS, lam=lam, participation=kind,
                                            fraction=fraction, **overrides)
     start = time.perf_counter()
-    result = run_cell(_STATE[(name, partition)], settings, p_star, budget, eval_every, seed)
+    label = f"{name} {partition} {part} {lam:g} {variant} seed {seed}" if trace else None
+    result = run_cell(_STATE[(name, partition)], settings, p_star, budget, eval_every, seed,
+                      trace=label)
     result.update(dataset=name, partition=partition, participation=part, lam=lam,
                   variant=variant, seed=seed, budget=budget,
                   wall=time.perf_counter() - start)
@@ -218,7 +232,7 @@ def prepare(cfg):
                         for seed in cfg["seeds"]:
                             jobs.append((name, partition, part, lam, variant, seed,
                                          cfg["budget"][part], cfg["eval_every"], p_star,
-                                         cfg["overrides"]))
+                                         cfg["overrides"], cfg["trace"]))
     return jobs
 
 
@@ -309,12 +323,17 @@ def main(argv=None):
     parser.add_argument("--lams", help="comma-separated lam values")
     parser.add_argument("--variants", help="comma-separated variants (default: paper,auto)")
     parser.add_argument("--eval-every", type=int, help="rounds between certificates")
+    parser.add_argument("--budget", type=int,
+                        help="rounds per cell at every participation (default: the "
+                             "matrix's budgets)")
     parser.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
                         help="override a settings field in every cell (e.g. step_cap=0.5, "
                              "iic=0.03, second_inner_product=False); repeatable")
     parser.add_argument("--seeds", help="comma-separated run seeds (default 0): the "
                                         "participation and index-draw streams")
     parser.add_argument("--markdown", action="store_true", help="print a Markdown table")
+    parser.add_argument("--trace", action="store_true",
+                        help="print every evaluation of every cell as it runs")
     args = parser.parse_args(argv)
     cfg = dict(QUICK if args.quick else FULL)
     for key in ("datasets", "partitions", "participations", "variants"):
@@ -328,6 +347,9 @@ def main(argv=None):
         cfg["lams"] = tuple(float(v) for v in args.lams.split(","))
     if args.eval_every:
         cfg["eval_every"] = args.eval_every
+    cfg["trace"] = args.trace
+    if args.budget:
+        cfg["budget"] = {part: args.budget for part in PARTICIPATIONS}
     cfg["overrides"] = {}
     for item in args.set:
         field, _, value = item.partition("=")
