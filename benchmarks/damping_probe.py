@@ -1,0 +1,115 @@
+#!/usr/bin/env python
+"""A probe of certificate-driven damping under partial participation (issue 14; not a rule
+of the package, docs/algorithm.md section 6, thirteenth round).
+
+One regime-matrix cell (hinge, seed 0, the default variant, the batched engine) runs twice:
+as it is (the reference) and damped. Both certify every ``--eval-every`` rounds; the
+damped run doubles the local curvature sigma (s = sigma q_i / (lam N) and the margin
+correction rho_i sigma x_i^k . u, docs/algorithm.md section 3) whenever a certificate
+shows the iterate's dual D(alpha) more than ``--tol`` times the certified gap
+P(w_c) - D(alpha_c) below its best since the last doubling, at most once per
+``--cooldown`` rounds. The certificate needs every client, so such a rule would need the
+all-client exchange that the stopping test already makes, and the iterates would depend on
+when it is made. Per run: rounds to a certified 5e-2 and 1e-2, the iterate's worst relative
+loss after round 50, the largest fall of D(alpha) below its best over P*, the certified
+point's final relative loss, the final sigma and the rounds where it doubled.
+
+    python benchmarks/damping_probe.py --dataset fashion-mnist --partition quadrants:5 \\
+        --lam 1e-4 --participation 0.1 --budget 10000
+
+Last line: ``headline: <cell> reference_final=<x> damped_final=<x>
+reference_dual_fall=<x> damped_dual_fall=<x> doublings=<n>``.
+"""
+
+import os
+
+for _var in ("OMP_NUM_THREADS", "NUMBA_NUM_THREADS", "OPENBLAS_NUM_THREADS",
+             "MKL_NUM_THREADS"):
+    os.environ[_var] = "1"
+
+import argparse  # noqa: E402
+import sys  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import numpy as np  # noqa: E402
+
+import hyfdca_variants as matrix  # noqa: E402
+from feddata.partition import partition_from_spec  # noqa: E402
+from hyfdca import BatchedHyFDCA, HyFDCASettings  # noqa: E402
+from solvers import centralized_solution, default_cache_dir  # noqa: E402
+
+
+def run(fed, settings, p_star, budget, eval_every, tol=None, cooldown=0):
+    """The cell's figures; ``tol`` None runs the reference (sigma never changes)."""
+    engine = BatchedHyFDCA(fed, settings, seed=matrix.SEED)
+    cert = engine.certificate()
+    best, last_doubling, doublings = cert.iterate_dual, -np.inf, []
+    certified = {t: None for t in matrix.TARGETS}
+    worst_iterate, dual_fall = -np.inf, 0.0
+    while engine.round < budget and certified[matrix.TARGETS[-1]] is None:
+        engine.step()
+        if engine.round % eval_every:
+            continue
+        cert = engine.certificate()
+        gap = cert.primal - cert.dual
+        dual_fall = max(dual_fall, (best - cert.iterate_dual) / p_star)
+        if engine.round >= matrix.WARMUP:
+            worst_iterate = max(worst_iterate, (cert.iterate_primal - p_star) / p_star)
+        if (tol is not None and best - cert.iterate_dual > tol * gap
+                and engine.round - last_doubling >= cooldown):
+            engine.params = engine.params._replace(sigma=2.0 * engine.params.sigma)
+            last_doubling = engine.round
+            doublings.append(engine.round)
+            best = cert.iterate_dual
+        else:
+            best = max(best, cert.iterate_dual)
+        for t in certified:
+            if certified[t] is None and gap <= t * p_star:
+                certified[t] = engine.round
+    return dict(certified=certified, worst_iterate=worst_iterate, dual_fall=dual_fall,
+                final=(cert.primal - p_star) / p_star, sigma=engine.params.sigma,
+                doublings=doublings, rounds=engine.round)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--dataset", default="fashion-mnist", choices=list(matrix.DATASETS))
+    parser.add_argument("--partition", default="quadrants:5")
+    parser.add_argument("--lam", type=float, default=1e-4)
+    parser.add_argument("--participation", default="0.1", choices=list(matrix.PARTICIPATIONS))
+    parser.add_argument("--budget", type=int, default=10000)
+    parser.add_argument("--eval-every", type=int, default=10)
+    parser.add_argument("--tol", type=float, default=0.01)
+    parser.add_argument("--cooldown", type=int, default=0)
+    args = parser.parse_args(argv)
+    X, y, shape = matrix.load(args.dataset)
+    fed = partition_from_spec(X, y, args.partition, seed=matrix.SEED, image_shape=shape,
+                              cap=True)
+    p_star = centralized_solution(*fed.reassemble(), loss=matrix.LOSS, lam=args.lam,
+                                  cache_dir=default_cache_dir())[0]
+    kind, fraction = matrix.PARTICIPATIONS[args.participation]
+    settings = HyFDCASettings.from_variant(matrix.DEFAULT, loss=matrix.LOSS, lam=args.lam,
+                                           participation=kind, fraction=fraction)
+    cell = f"{args.dataset} {args.partition} {args.participation} {args.lam:g}"
+    results = {}
+    for name, tol in (("reference", None), ("damped", args.tol)):
+        r = results[name] = run(fed, settings, p_star, args.budget, args.eval_every, tol,
+                                args.cooldown)
+        print(f"{cell} {name}: cert 5e-2 {matrix.fmt_rounds(r['certified'][5e-2])}, "
+              f"1e-2 {matrix.fmt_rounds(r['certified'][1e-2])}, iterate's worst "
+              f"{r['worst_iterate']:.3g}, dual fall {r['dual_fall']:.3g}, final "
+              f"{r['final']:.3g}, sigma {r['sigma']:g}, doubled at {r['doublings']} "
+              f"({r['rounds']} rounds)", flush=True)
+    ref, damped = results["reference"], results["damped"]
+    print(f"headline: {cell.replace(' ', '_')} reference_final={ref['final']:.3g} "
+          f"damped_final={damped['final']:.3g} reference_dual_fall={ref['dual_fall']:.3g} "
+          f"damped_dual_fall={damped['dual_fall']:.3g} "
+          f"doublings={len(damped['doublings'])}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
