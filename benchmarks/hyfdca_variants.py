@@ -45,7 +45,7 @@ D(alpha) over P*): with ``--eval-every 100``, the traces of docs/algorithm.md se
 Certificates leave the training state as they found it, so ``--eval-every`` changes no
 iterate, only when the targets are seen.
 
-``--quick`` (about 2 minutes on 2 cores): a9a 3x3, every participation and lam, both
+``--quick`` (about 6 minutes on one core, benchmarks/README.md): a9a 3x3, every participation and lam, both
 variants, the full mode's budgets.
 
 Last line: ``headline: diverged_cells=<n> worst_rel_after_50=<x>
@@ -315,7 +315,7 @@ def headline(results):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="a9a 3x3 only (~2 min)")
+    parser.add_argument("--quick", action="store_true", help="a9a 3x3 only (~6 min on one core)")
     parser.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1))
     parser.add_argument("--datasets", help=f"comma-separated subset of {list(DATASETS)}")
     parser.add_argument("--partitions", help="comma-separated partition specs")
