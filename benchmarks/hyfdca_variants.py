@@ -45,8 +45,8 @@ D(alpha) over P*): with ``--eval-every 100``, the traces of docs/algorithm.md se
 Certificates leave the training state as they found it, so ``--eval-every`` changes no
 iterate, only when the targets are seen.
 
-``--quick`` (about 6 minutes on one core, benchmarks/README.md): a9a 3x3, every participation and lam, both
-variants, the full mode's budgets.
+``--quick`` (about 6 minutes on one core, benchmarks/README.md): a9a 3x3, every
+participation and lam, both variants, the full mode's budgets.
 
 Last line: ``headline: diverged_cells=<n> worst_rel_after_50=<x>
 a9a_3x3_f05_cert1e2=<rounds or >budget> iterate_above_start_cells=<n>
