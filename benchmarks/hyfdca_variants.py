@@ -348,6 +348,8 @@ def main(argv=None):
     if args.eval_every:
         cfg["eval_every"] = args.eval_every
     cfg["trace"] = args.trace
+    if args.budget is not None and args.budget < 1:
+        parser.error(f"--budget must be a positive number of rounds, got {args.budget}")
     if args.budget:
         cfg["budget"] = {part: args.budget for part in PARTICIPATIONS}
     cfg["overrides"] = {}
