@@ -38,40 +38,29 @@ import numpy as np  # noqa: E402
 
 import hyfdca_variants as matrix  # noqa: E402
 from feddata.partition import partition_from_spec  # noqa: E402
-from hyfdca import BatchedHyFDCA, HyFDCASettings  # noqa: E402
+from hyfdca import HyFDCASettings  # noqa: E402
 from solvers import centralized_solution, default_cache_dir  # noqa: E402
 
 
-def run(fed, settings, p_star, budget, eval_every, tol=None, cooldown=0):
-    """The cell's figures; ``tol`` None runs the reference (sigma never changes)."""
-    engine = BatchedHyFDCA(fed, settings, seed=matrix.SEED)
-    cert = engine.certificate()
-    best, last_doubling, doublings = cert.iterate_dual, -np.inf, []
-    certified = {t: None for t in matrix.TARGETS}
-    worst_iterate, dual_fall = -np.inf, 0.0
-    while engine.round < budget and certified[matrix.TARGETS[-1]] is None:
-        engine.step()
-        if engine.round % eval_every:
-            continue
-        cert = engine.certificate()
-        gap = cert.primal - cert.dual
-        dual_fall = max(dual_fall, (best - cert.iterate_dual) / p_star)
-        if engine.round >= matrix.WARMUP:
-            worst_iterate = max(worst_iterate, (cert.iterate_primal - p_star) / p_star)
-        if (tol is not None and best - cert.iterate_dual > tol * gap
-                and engine.round - last_doubling >= cooldown):
-            engine.params = engine.params._replace(sigma=2.0 * engine.params.sigma)
-            last_doubling = engine.round
-            doublings.append(engine.round)
-            best = cert.iterate_dual
-        else:
-            best = max(best, cert.iterate_dual)
-        for t in certified:
-            if certified[t] is None and gap <= t * p_star:
-                certified[t] = engine.round
-    return dict(certified=certified, worst_iterate=worst_iterate, dual_fall=dual_fall,
-                final=(cert.primal - p_star) / p_star, sigma=engine.params.sigma,
-                doublings=doublings, rounds=engine.round)
+class Doubling:
+    """The probe's rule, a ``run_cell`` adjustment: double sigma when D(alpha) has
+    fallen more than ``tol`` times the certified gap below its best since the last
+    doubling, at most once per ``cooldown`` rounds."""
+
+    def __init__(self, tol, cooldown=0):
+        self.tol, self.cooldown = tol, cooldown
+        self.rounds, self.sigma = [], None
+
+    def __call__(self, engine, cert, fall):
+        self.sigma = engine.params.sigma
+        last = self.rounds[-1] if self.rounds else -np.inf
+        if (not fall > self.tol * (cert.primal - cert.dual)
+                or engine.round - last < self.cooldown):
+            return False
+        self.sigma = 2.0 * engine.params.sigma
+        engine.params = engine.params._replace(sigma=self.sigma)
+        self.rounds.append(engine.round)
+        return True
 
 
 def main(argv=None):
@@ -95,14 +84,16 @@ def main(argv=None):
                                            participation=kind, fraction=fraction)
     cell = f"{args.dataset} {args.partition} {args.participation} {args.lam:g}"
     results = {}
-    for name, tol in (("reference", None), ("damped", args.tol)):
-        r = results[name] = run(fed, settings, p_star, args.budget, args.eval_every, tol,
-                                args.cooldown)
+    for name, tol in (("reference", np.inf), ("damped", args.tol)):
+        rule = Doubling(tol, args.cooldown)
+        r = results[name] = matrix.run_cell(fed, settings, p_star, args.budget,
+                                            args.eval_every, adjust=rule)
+        r["doublings"] = rule.rounds
         print(f"{cell} {name}: cert 5e-2 {matrix.fmt_rounds(r['certified'][5e-2])}, "
               f"1e-2 {matrix.fmt_rounds(r['certified'][1e-2])}, iterate's worst "
               f"{r['worst_iterate']:.3g}, dual fall {r['dual_fall']:.3g}, final "
-              f"{r['final']:.3g}, sigma {r['sigma']:g}, doubled at {r['doublings']} "
-              f"({r['rounds']} rounds)", flush=True)
+              f"{r['final']:.3g}, sigma {rule.sigma:g}, doubled at {rule.rounds} "
+              f"({r['rounds']} rounds, {r['status']})", flush=True)
     ref, damped = results["reference"], results["damped"]
     print(f"headline: {cell.replace(' ', '_')} reference_final={ref['final']:.3g} "
           f"damped_final={damped['final']:.3g} reference_dual_fall={ref['dual_fall']:.3g} "

@@ -126,11 +126,15 @@ def load(name):
 
 # --- one cell -----------------------------------------------------------------------------
 
-def run_cell(dataset, settings, p_star, budget, eval_every, seed=SEED, trace=None):
+def run_cell(dataset, settings, p_star, budget, eval_every, seed=SEED, trace=None,
+             adjust=None):
     """Rounds to the certified targets; the worst relative loss after WARMUP of the
     certified point and of the iterate w(alpha); the largest fall of the dual below its
     best so far (relative to P*); status (judged on the certified point). With ``trace``
-    (a label), one line per evaluation."""
+    (a label), one line per evaluation. ``adjust(run, cert, fall)`` (a probe's rule, e.g.
+    benchmarks/damping_probe.py) is called at every evaluation with the engine, the
+    certificate and D(alpha)'s fall below its best; it may change ``run.params`` and
+    returns True when it did, and the best dual then restarts from the current one."""
     run = BatchedHyFDCA(dataset, settings, seed=seed)
     best_dual = -np.inf
 
@@ -143,10 +147,11 @@ def run_cell(dataset, settings, p_star, budget, eval_every, seed=SEED, trace=Non
                 f"{(cert.iterate_primal - p_star) / p_star:.4g} D(alpha_c)/P* "
                 f"{cert.dual / p_star:.4g} D(alpha)/P* {cert.iterate_dual / p_star:.4g}")
         dual = cert.iterate_dual
-        fall = (best_dual - dual) / p_star if np.isfinite(best_dual) else 0.0
-        best_dual = max(best_dual, dual)
+        fall = best_dual - dual if np.isfinite(best_dual) else 0.0
+        restart = adjust is not None and adjust(run, cert, fall)
+        best_dual = dual if restart else max(best_dual, dual)
         return ((cert.primal - p_star) / p_star, (cert.iterate_primal - p_star) / p_star,
-                cert.primal - cert.dual, fall)
+                cert.primal - cert.dual, fall / p_star)
 
     start_rel, _, _, _ = evaluate()
     certified = {t: None for t in TARGETS}
