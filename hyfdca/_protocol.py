@@ -129,6 +129,7 @@ class HyFDCARun:
                                            layout.n_clients, self.seed)
         self.round = 0
         self.rejoin_traffic = []
+        self.certificate_costs = []  # per certificate: round, traffic and encryption counts
         self.skipped_certificates = []  # rounds whose certificate could not reach everyone
         self.max_sq_norm = self._setup()
 
@@ -368,6 +369,13 @@ class HyFDCARun:
                     compute_seconds=compute, compute_ops=compute_ops,
                     **{f: after[f] - before[f] for f in CRYPTO_FIELDS})
 
+    def _record_certificate_cost(self, before):
+        traffic, after = self.certificate_traffic, self.counts.as_dict()
+        self.certificate_costs.append(dict(
+            round=self.round, rtc=traffic.rtc, messages_down=traffic.messages_down,
+            messages_up=traffic.messages_up, bytes_down=traffic.bytes_down,
+            bytes_up=traffic.bytes_up, **{f: after[f] - before[f] for f in CRYPTO_FIELDS}))
+
     # --- prediction ---------------------------------------------------------------------
 
     def predict(self, n_samples, w=None, blocks=None):
@@ -409,12 +417,15 @@ class HyFDCARun:
         A separate exchange with all clients (its traffic is not charged to a round): they
         sync alpha and send v_k, so w = X^T alpha/(lam N) exactly; then every margin is
         a secure inner product, and the segment's loss sums and the conjugate sum are
-        masked secure sums. The server's training state is left as it was.
+        masked secure sums. The server's training state is left as it was. What it cost
+        (round trips, messages and bytes each way, encryption operations) is appended to
+        ``certificate_costs``.
         """
         server = self.server
         everyone = np.arange(self.layout.n_clients)
         v, parts, shares = {}, {}, {}
         tag = f"certificate-{self.round}"
+        before = self.counts.as_dict()
         with self._apart_from_rounds("certificate_traffic"):
             self._exchange("certificate: dual sync + primal aggregation", everyone,
                            lambda k: server.dual_sync(k, commit=False),
@@ -432,6 +443,7 @@ class HyFDCARun:
                            lambda k, reply: shares.__setitem__(k, reply.shares))
         totals = masked_total(shares.items(), everyone, self.frac_bits,
                               tag=f"certificate sums, {tag}")
+        self._record_certificate_cost(before)
         lam, holding = self.settings.lam, totals[SEGMENT_SUMS]
         step, primal, point_w, iterate = server.point_choice(w, totals[PRIMAL_SUMS], holding)
         dual_step, dual, dual_point_w, iterate_dual = server.dual_point_choice(

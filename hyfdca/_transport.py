@@ -21,11 +21,13 @@ from hyfdca._messages import message_nbytes
 
 @dataclass
 class Traffic:
-    """Round trips and bytes since the last reset."""
+    """Round trips, messages and bytes since the last reset."""
 
     rtc: int = 0
     bytes_up: int = 0
     bytes_down: int = 0
+    messages_up: int = 0
+    messages_down: int = 0
     phases: list = field(default_factory=list)
 
 
@@ -96,11 +98,13 @@ class Transport(ABC):
 
     def _sent(self, phase, client_id, message):
         self.traffic.bytes_down += message_nbytes(message, self.evaluator)
+        self.traffic.messages_down += 1
         if self.record:
             self.transcript.append(("down", phase, client_id, message))
 
     def _received(self, phase, client_id, reply):
         self.traffic.bytes_up += message_nbytes(reply, self.evaluator)
+        self.traffic.messages_up += 1
         if self.record:
             self.server_inbox.append((phase, client_id, reply))
             self.transcript.append(("up", phase, client_id, reply))

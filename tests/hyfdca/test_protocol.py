@@ -10,6 +10,7 @@ from feddata import partition as P
 from hyfdca._draws import draw_positions, sample_units
 from hyfdca._certificate import prox_iterate
 from hyfdca import run_hyfdca
+from hyfdca._protocol import HyFDCARun
 from hyfdca import HyFDCASettings
 from solvers import as_csr, encode_targets, loss_code, primal_objective, reference_optimum
 from solvers.kernels import sdca_pass
@@ -365,6 +366,30 @@ def test_round_traffic_does_not_depend_on_the_certificate(small):
     rarely = run_hyfdca(fed, settings, max_rounds=6, eval_every=100, seed=3)[1].rounds
     for key in ("bytes_up", "bytes_down", "encrypt", "decrypt", "add"):
         assert [r[key] for r in often] == [r[key] for r in rarely]
+
+
+def test_a_certificate_records_what_it_costs_apart_from_the_rounds(small):
+    """Three round trips with every client (sync + v_k, inner products, masked sums),
+    each client encrypting its part of each of its margins: what the certified point
+    costs every eval_every rounds (docs/algorithm.md section 3)."""
+    X, y = small
+    fed = P.hybrid_grid(X, y, 3, 2)
+    settings = HyFDCASettings.from_variant("auto", lam=LAM, H=20, participation="fraction",
+                                           fraction=0.5)
+    run = HyFDCARun(fed, settings, seed=3)
+    records = [run.step() for _ in range(2)]
+    run.certificate()
+    run.step()
+    run.certificate()
+    n_clients = len(fed.blocks)
+    held_margins = sum(block.X.shape[0] for block in fed.blocks)  # sum_k |I_k|
+    assert [c["round"] for c in run.certificate_costs] == [2, 3]
+    for cost in run.certificate_costs:
+        assert (cost["rtc"], cost["messages_down"], cost["messages_up"]) == (
+            3, 3 * n_clients, 3 * n_clients)
+        assert cost["encrypt"] == held_margins and cost["add"] == held_margins
+        assert cost["bytes_down"] > 0 and cost["bytes_up"] > 0
+    assert all(r["rtc"] == records[0]["rtc"] for r in records)
 
 
 def test_divergence_stops_with_an_error_that_says_so(small):
