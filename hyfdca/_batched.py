@@ -123,6 +123,7 @@ class BatchedHyFDCA:
         self.participation = Participation(s.participation, s.fraction, self.n_clients,
                                            self.seed)
         self.round = 0
+        self.certificate_costs = []  # per certificate, as HyFDCARun.certificate_costs
         self._gpu = None
         if backend == "cupy":
             from hyfdca._cupy_kernels import CupyKernels
@@ -460,6 +461,7 @@ class BatchedHyFDCA:
         HyFDCARun.certificate."""
         s, B, P = self.settings, self.blocks, self.params
         n_hold = B.hold_sample.size
+        self._record_certificate_cost()
         eval_alpha = np.empty(n_hold)
         v = np.empty(B.hold_feat.size)
         kern.certificate_primal(B, P._replace(lam_n=s.lam_n), self.duals, eval_alpha, v)
@@ -493,6 +495,21 @@ class BatchedHyFDCA:
         self.dual_point_w[:] = dual_point_w
         self.have_point = self.have_dual_point = True
         return Certificate(primal, dual, self.point_w.copy(), iterate, iterate_dual)
+
+
+    def _record_certificate_cost(self):
+        """The message protocol's counts of a certificate (``HyFDCARun.certificate_costs``;
+        bytes reported as 0): 3 round trips and 3K messages each way; every client
+        encrypts its part of each margin it holds (the server adds them) and decrypts its
+        margins and its alpha_i changed since its last sync (not committed)."""
+        B, D, K = self.blocks, self.duals, self.n_clients
+        held = int(B.hold_sample.size)
+        synced_at = np.repeat(np.asarray(D.synced_at), np.diff(B.row_off))
+        due = int(np.count_nonzero(np.asarray(D.changed_at)[B.hold_sample] > synced_at))
+        self.certificate_costs.append(dict(
+            round=self.round, available=K, rtc=3, messages_down=3 * K, messages_up=3 * K,
+            bytes_down=0, bytes_up=0, encrypt=held, decrypt=held + due, add=held,
+            multiply=0))
 
 
 def setup_row_norms(partial, hold_sample, counts, frac_bits):

@@ -372,7 +372,8 @@ class HyFDCARun:
     def _record_certificate_cost(self, before):
         traffic, after = self.certificate_traffic, self.counts.as_dict()
         self.certificate_costs.append(dict(
-            round=self.round, rtc=traffic.rtc, messages_down=traffic.messages_down,
+            round=self.round, available=self.layout.n_clients, rtc=traffic.rtc,
+            messages_down=traffic.messages_down,
             messages_up=traffic.messages_up, bytes_down=traffic.bytes_down,
             bytes_up=traffic.bytes_up, **{f: after[f] - before[f] for f in CRYPTO_FIELDS}))
 

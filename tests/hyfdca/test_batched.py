@@ -52,8 +52,8 @@ def partitions(X, y):
 def assert_same_run(fed, settings, rounds=5, seed=1, frac_bits=32, moves=True,
                     global_columns=None):
     """Step both engines side by side; every round: step, round trips, the plain backend's
-    operation counts, server alpha (integers), each client's alpha, w; at the end the
-    certificate."""
+    operation counts, server alpha (integers), each client's alpha, w; the certificate
+    midway and at the end, and what each cost (round trips, messages, operations)."""
     a = HyFDCARun(fed, settings, seed=seed, frac_bits=frac_bits)
     b = BatchedHyFDCA(fed, settings, seed=seed, frac_bits=frac_bits,
                       global_columns=global_columns)
@@ -73,11 +73,16 @@ def assert_same_run(fed, settings, rounds=5, seed=1, frac_bits=32, moves=True,
             np.testing.assert_array_equal(b.client_alpha(k),
                                           client.settled_alpha(a.server.client_step[k]))
         moved |= bool(np.any(b.duals.enc_alpha))
+        if t == rounds // 2:
+            assert a.certificate()[:2] == b.certificate()[:2], t
     assert moved == moves  # the comparison saw iterates that move
     assert operations > 0 or not moves  # and operations to count
     pa, pb = a.certificate(), b.certificate()
     assert pa[:2] == pb[:2]
     np.testing.assert_array_equal(pa[2], pb[2])
+    counted = ("round", "available", "rtc", "messages_down", "messages_up", *CRYPTO_FIELDS)
+    assert [{f: c[f] for f in counted} for c in a.certificate_costs] == \
+        [{f: c[f] for f in counted} for c in b.certificate_costs]
 
 
 @pytest.mark.parametrize("name", ["horizontal", "vertical", "hybrid", "dealt",
