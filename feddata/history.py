@@ -19,6 +19,11 @@ EVAL_FIELDS = ("primal", "dual", "gap", "relative_loss", "validation_accuracy",
 # iterate_primal: P of the method's current iterate (HyFDCA: w(alpha); a method without
 # a certified point: the same as primal); dual and iterate_dual the same for the lower
 # bound (HyFDCA: D at the certified dual point, and D(alpha))
+CERTIFICATE_FIELDS = ("available", "rtc", "encrypt", "decrypt", "add", "multiply",
+                      "encryption_seconds")
+# what a certificate evaluated at a round cost (HyFDCA, whose model and stopping test need
+# it: every client, three round trips): its clients, round trips and operation counts;
+# encryption_seconds filled in by the time model as for a round, 0 until then
 
 
 def local_work(indptr, steps):
@@ -42,13 +47,16 @@ class History:
     (primal, dual, gap, relative loss (P - P*)/P* when P* is known, validation accuracy).
 
     ``rows()`` merges them: one row per round, evaluation columns NaN where not evaluated.
-    Row 0 is the starting point (alpha = 0).
+    Row 0 is the starting point (alpha = 0). ``certificates``: round -> what the
+    evaluation at that round cost the protocol (:meth:`add_certificate_cost`; HyFDCA's
+    certificates, which :meth:`simulated_time` charges).
     """
 
     def __init__(self, p_star=None):
         self.p_star = p_star
         self.rounds = []
         self.evaluations = {}
+        self.certificates = {}
 
     def add_round(self, record):
         record = {**OPTIONAL_ROUND_FIELDS, **record}
@@ -65,6 +73,12 @@ class History:
                                         else iterate_primal,
                                         iterate_dual=dual if iterate_dual is None
                                         else iterate_dual)
+
+    def add_certificate_cost(self, round_, cost):
+        """Record what the certificate at ``round_`` cost (``CERTIFICATE_FIELDS`` of
+        ``cost``, encryption_seconds 0 unless given)."""
+        cost = {"encryption_seconds": 0.0, **cost}
+        self.certificates[round_] = {f: cost[f] for f in CERTIFICATE_FIELDS}
 
     @property
     def last_evaluation(self):
@@ -97,9 +111,14 @@ class History:
 
     def simulated_time(self, latency=0.0):
         """Cumulative wall time as if clients ran in parallel: per round the slowest
-        client's compute, the encryption time (when measured) and RTC x latency."""
+        client's compute, the encryption time (when measured) and RTC x latency, and at a
+        round with a certificate its encryption time and RTC x latency (index r: after
+        round r and its certificate; index 0 holds round 0's)."""
         per_round = (self.column("compute_seconds") + self.column("encryption_seconds")
                      + latency * self.column("rtc"))
+        for round_, cost in self.certificates.items():
+            if round_ < per_round.size:
+                per_round[round_] += cost["encryption_seconds"] + latency * cost["rtc"]
         return np.cumsum(per_round)
 
     def state(self):
@@ -107,7 +126,9 @@ class History:
         return dict(p_star=self.p_star,
                     rounds=[{k: _plain(v) for k, v in r.items()} for r in self.rounds],
                     evaluations=[[int(t), {k: _plain(v) for k, v in e.items()}]
-                                 for t, e in self.evaluations.items()])
+                                 for t, e in self.evaluations.items()],
+                    certificates=[[int(t), {k: _plain(v) for k, v in c.items()}]
+                                  for t, c in self.certificates.items()])
 
     @classmethod
     def from_state(cls, state):
@@ -117,6 +138,7 @@ class History:
         history.evaluations = {int(t): {"iterate_primal": e["primal"],
                                         "iterate_dual": e["dual"], **e}
                                for t, e in state["evaluations"]}
+        history.certificates = {int(t): dict(c) for t, c in state.get("certificates", [])}
         return history
 
     def to_csv(self, path):

@@ -124,6 +124,7 @@ def train(run, history, *, max_rounds, tol=None, rel_tol=None, eval_every=1,
         first = not history.evaluations
         history.add_evaluation(run.round, primal, dual, _accuracy(w, validation),
                                iterate_primal, iterate_dual)
+        history.add_certificate_cost(run.round, run.certificate_costs[-1])
         best_primal, best_dual = history.certified()
         if first or primal == best_primal:  # the first, then the smallest finite primal
             run.model = w

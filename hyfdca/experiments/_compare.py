@@ -42,6 +42,7 @@ def truncate_by_time(history, budget, latency):
     out = History(p_star=history.p_star)
     out.rounds = history.rounds[:last]
     out.evaluations = {r: e for r, e in history.evaluations.items() if r <= last}
+    out.certificates = {r: c for r, c in history.certificates.items() if r <= last}
     return out
 
 

@@ -8,8 +8,12 @@ times the per-value costs measured on this machine for the chosen backend with o
 per ciphertext (:func:`hyfdca.profile.measure_operations`; packed layouts are measured
 inside the round by benchmarks/encrypted_rounds.py): client-side operations split evenly
 over the
-round's present clients (they work in parallel), server-side ones in full. The baselines
-encrypt nothing.
+round's present clients (they work in parallel), server-side ones in full. Each
+certificate (every ``eval_every`` rounds, with every client: HyFDCA's certified point and
+stopping test need it) is charged the same way, with its three round trips
+(``History.certificates``); its local work (one pass over each block) is not. The
+baselines encrypt nothing, and their evaluations, which their models do not need, are not
+charged.
 
 Deterministic time model (``Problem.deterministic``): the machine's clock is read nowhere.
 Each round's compute time is its ``compute_ops`` (the slowest present client's local work,
@@ -154,8 +158,9 @@ def charge_compute(history, method):
 
 
 def charge_encryption(history, costs):
-    """Set each round's ``encryption_seconds`` from its operation counts (in place)."""
-    for record in history.rounds:
+    """Set each round's and each certificate's ``encryption_seconds`` from its operation
+    counts (in place): client-side work split over the clients that do it."""
+    for record in [*history.rounds, *history.certificates.values()]:
         client_side = record["encrypt"] * costs["encrypt"] + record["decrypt"] * costs["decrypt"]
         server_side = record["add"] * costs["add"] + record["multiply"] * costs["multiply"]
         record["encryption_seconds"] = client_side / max(1, record["available"]) + server_side

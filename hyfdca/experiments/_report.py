@@ -65,13 +65,15 @@ def plot_grid(comparisons, paths, *, axis="iteration", smooth=0.01, columns=3):
 def plot_time_breakdown(comparisons, paths):
     """The paper's Figure 4: mean seconds per outer iteration of each method, stacked as
     computation, encryption and communication (round trips x the comparisons' latency),
+    and the certificates' encryption and round trips spread over the rounds (HyFDCA),
     averaged over the comparisons' equal-iteration runs."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    parts = {"computation": "#4C72B0", "encryption": "#DD8452", "communication": "#55A868"}
+    parts = {"computation": "#4C72B0", "encryption": "#DD8452", "communication": "#55A868",
+             "certificates": "#C44E52"}
     means = {}
     for comp in comparisons:
         for method, history in comp.by_iteration.items():
@@ -79,6 +81,8 @@ def plot_time_breakdown(comparisons, paths):
             sample = [np.mean([r[c] for r in rows]) for c in
                       ("compute_seconds", "encryption_seconds", "rtc")]
             sample[2] *= comp.latency
+            sample.append(sum(c["encryption_seconds"] + comp.latency * c["rtc"]
+                              for c in history.certificates.values()) / max(1, len(rows)))
             means.setdefault(method, []).append(sample)
     fig, ax = plt.subplots(figsize=(1.6 * len(means) + 2, 4), constrained_layout=True)
     for x, (method, samples) in enumerate(means.items()):

@@ -27,3 +27,16 @@ def test_certified_skips_non_finite_certificates():
 def test_certified_needs_an_evaluation():
     with pytest.raises(ValueError, match="no evaluation"):
         History().certified()
+
+
+def test_certificate_costs_survive_the_state_round_trip():
+    history = History(p_star=0.5)
+    history.add_evaluation(0, 1.0, 0.0)
+    history.add_certificate_cost(0, dict(available=3, rtc=3, encrypt=7, decrypt=9, add=7,
+                                         multiply=0, messages_up=9))
+    back = History.from_state(history.state())
+    assert back.certificates == {0: dict(available=3, rtc=3, encrypt=7, decrypt=9, add=7,
+                                         multiply=0, encryption_seconds=0.0)}
+    older = history.state()
+    del older["certificates"]  # a checkpoint written before certificates were recorded
+    assert History.from_state(older).certificates == {}

@@ -103,6 +103,21 @@ def test_encryption_is_charged_from_counts():
     assert history.rounds[0]["encryption_seconds"] == pytest.approx(12.0 + 1300.0)
 
 
+def test_a_certificate_is_charged_at_its_round_and_kept_by_truncation():
+    history = _history([3.0, 2.0, 1.5, 1.2, 1.1], compute=1.0, rtc=1, encryption=0.0)
+    history.add_certificate_cost(2, dict(available=4, rtc=3, encrypt=8, decrypt=4, add=2,
+                                         multiply=0))
+    charge_encryption(history, dict(encrypt=1.0, decrypt=10.0, add=100.0, multiply=1000.0))
+    # client side (8 x 1 + 4 x 10) / 4 clients + server side 2 x 100
+    assert history.certificates[2]["encryption_seconds"] == pytest.approx(12.0 + 200.0)
+    without = _history([3.0, 2.0, 1.5, 1.2, 1.1], compute=1.0, rtc=1, encryption=0.0)
+    charge_encryption(without, dict(encrypt=1.0, decrypt=10.0, add=100.0, multiply=1000.0))
+    extra = history.simulated_time(0.5) - without.simulated_time(0.5)
+    np.testing.assert_allclose(extra, [0, 0, 213.5, 213.5, 213.5])
+    assert list(truncate_by_time(history, 10.0, 0.5).certificates) == []
+    assert list(truncate_by_time(history, 1e4, 0.5).certificates) == [2]
+
+
 @pytest.fixture(scope="module")
 def problem():
     fed, validation, p_star = E.prepare("breast_cancer", "2x2", lam=1e-2)
@@ -119,6 +134,8 @@ def test_both_engines_give_the_same_history_and_encryption_charge(problem):
     assert a.evaluations == b.evaluations
     charged = [[r["encryption_seconds"] for r in h.rounds] for h in (a, b)]
     assert charged[0] == charged[1] and min(charged[0]) > 0
+    assert a.certificates == b.certificates and sorted(a.certificates) == list(range(6))
+    assert min(c["encryption_seconds"] for c in a.certificates.values()) > 0
     assert all(r["compute_seconds"] > 0 for r in b.rounds)
 
 
