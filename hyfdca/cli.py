@@ -224,7 +224,8 @@ def cmd_experiment(args):
                                               one_per_ciphertext=True)
         costs = {c.operation: c.per_value for c in measured}
     print("encryption: none of these runs encrypts; " + (
-        f"each HyFDCA round is charged the {'reference' if args.deterministic else 'measured'}"
+        f"each HyFDCA round and certificate is charged the "
+        f"{'reference' if args.deterministic else 'measured'}"
         f" per-operation costs of {args.backend} (its operation counts x cost per value)"
         if costs else "no encryption cost is charged (--backend plain)"))
     methods = args.methods.split(",") if args.methods else experiments.METHODS
