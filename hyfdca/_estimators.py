@@ -120,8 +120,8 @@ class HyFDCAClassifier(ClassifierMixin, _HyFDCABase):
         loss (P - P*) / P* of ``coef_``, the certified point with the smallest primal
         (docs/algorithm.md section 3). The
         defaults reach their tolerance on a9a's 3x3 split at full participation (round
-        610; benchmarks/estimator_vs_linearsvc.py); a ConvergenceWarning says when a fit
-        stopped at ``max_rounds`` instead.
+        220 at lam 1e-4, 760 at 1e-5; benchmarks/estimator_vs_linearsvc.py); a
+        ConvergenceWarning says when a fit stopped at ``max_rounds`` instead.
     fit_intercept, intercept_scaling :
         The intercept is the weight of an appended constant feature held by one client
         per sample (liblinear's intercept_scaling; it is regularised).
