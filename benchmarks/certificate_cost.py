@@ -30,8 +30,7 @@ import numpy as np  # noqa: E402
 
 import hyfdca_variants as matrix  # noqa: E402
 from feddata.partition import partition_from_spec  # noqa: E402
-from hyfdca import HyFDCASettings  # noqa: E402
-from hyfdca._protocol import HyFDCARun  # noqa: E402
+from hyfdca import HyFDCARun, HyFDCASettings  # noqa: E402
 from hyfdca.experiments import REFERENCE_COSTS  # noqa: E402
 
 FIELDS = ("rtc", "bytes_down", "bytes_up", "encrypt", "decrypt", "add", "multiply")
