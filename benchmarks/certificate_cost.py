@@ -31,17 +31,10 @@ import numpy as np  # noqa: E402
 import hyfdca_variants as matrix  # noqa: E402
 from feddata.partition import partition_from_spec  # noqa: E402
 from hyfdca import HyFDCARun, HyFDCASettings  # noqa: E402
-from hyfdca.experiments import REFERENCE_COSTS  # noqa: E402
+from hyfdca.experiments import REFERENCE_COSTS, encryption_seconds  # noqa: E402
 
 FIELDS = ("rtc", "bytes_down", "bytes_up", "encrypt", "decrypt", "add", "multiply")
-
-
-def paillier_seconds(counts, clients):
-    """Seconds at the reference Paillier costs, client-side work over ``clients``."""
-    costs = REFERENCE_COSTS["paillier"]
-    client_side = counts["encrypt"] * costs["encrypt"] + counts["decrypt"] * costs["decrypt"]
-    return client_side / max(1, clients) + counts["add"] * costs["add"] + \
-        counts["multiply"] * costs["multiply"]
+PAILLIER = REFERENCE_COSTS["paillier"]
 
 
 def measure(fed, participation, rounds, lam):
@@ -53,9 +46,9 @@ def measure(fed, participation, rounds, lam):
     records = [run.step() for _ in range(rounds)]
     run.certificate()
     mean = {f: float(np.mean([r[f] for r in records])) for f in FIELDS}
-    mean["seconds"] = float(np.mean([paillier_seconds(r, r["available"]) for r in records]))
+    mean["seconds"] = float(np.mean([encryption_seconds(r, PAILLIER) for r in records]))
     cost = dict(run.certificate_costs[-1])
-    cost["seconds"] = paillier_seconds(cost, len(fed.blocks))
+    cost["seconds"] = encryption_seconds(cost, PAILLIER)
     return mean, cost
 
 

@@ -496,7 +496,6 @@ class BatchedHyFDCA:
         self.have_point = self.have_dual_point = True
         return Certificate(primal, dual, self.point_w.copy(), iterate, iterate_dual)
 
-
     def _record_certificate_cost(self):
         """The message protocol's counts of a certificate (``HyFDCARun.certificate_costs``;
         bytes reported as 0): 3 round trips and 3K messages each way; every client

@@ -6,7 +6,8 @@ from hyfdca.experiments._compare import (Comparison, compare, final_values, winn
                                          with_hyfdca_defaults)
 from hyfdca.experiments._gra import grey_relational_grades, select_by_gra
 from hyfdca.experiments._methods import (ALL_METHODS, METHODS, REFERENCE_COSTS,
-                                         SECONDS_PER_OP, SPACES, Problem, run_method)
+                                         SECONDS_PER_OP, SPACES, Problem, encryption_seconds,
+                                         run_method)
 from hyfdca.experiments._metrics import (METRIC_NAMES, moving_average, selection_metrics,
                                          smoothing_window)
 from hyfdca.experiments._search import Tuning, tune
@@ -15,6 +16,6 @@ from hyfdca.experiments._suite import FULL, QUICK, prepare, run_suite
 
 __all__ = ["ALL_METHODS", "FULL", "METHODS", "METRIC_NAMES", "QUICK", "REFERENCE_COSTS",
            "SECONDS_PER_OP", "SPACES", "Comparison", "Problem",
-           "Tuning", "compare", "final_values", "grey_relational_grades", "moving_average",
+           "Tuning", "compare", "encryption_seconds", "final_values", "grey_relational_grades", "moving_average",
            "prepare", "run_method", "run_suite", "select_by_gra", "selection_metrics",
            "smoothing_window", "tune", "verdict_table", "winners", "with_hyfdca_defaults"]

@@ -157,10 +157,17 @@ def charge_compute(history, method):
         record["compute_seconds"] = record["compute_ops"] * SECONDS_PER_OP
 
 
+def encryption_seconds(counts, costs):
+    """Seconds of a round's or a certificate's operation ``counts`` at per-value
+    ``costs``: client-side work (encrypt, decrypt) split over its ``available`` clients,
+    server-side work (add, multiply) in full."""
+    client_side = counts["encrypt"] * costs["encrypt"] + counts["decrypt"] * costs["decrypt"]
+    server_side = counts["add"] * costs["add"] + counts["multiply"] * costs["multiply"]
+    return client_side / max(1, counts["available"]) + server_side
+
+
 def charge_encryption(history, costs):
     """Set each round's and each certificate's ``encryption_seconds`` from its operation
-    counts (in place): client-side work split over the clients that do it."""
+    counts (in place)."""
     for record in [*history.rounds, *history.certificates.values()]:
-        client_side = record["encrypt"] * costs["encrypt"] + record["decrypt"] * costs["decrypt"]
-        server_side = record["add"] * costs["add"] + record["multiply"] * costs["multiply"]
-        record["encryption_seconds"] = client_side / max(1, record["available"]) + server_side
+        record["encryption_seconds"] = encryption_seconds(record, costs)
