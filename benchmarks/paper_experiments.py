@@ -11,7 +11,7 @@ the tuning and verdict tables.
 
 This is ``hyfdca experiment`` with the results written under ``benchmarks/results/``
 by default. The last line is ``headline: hyfdca_wins_iter=<a>/<n> hyfdca_wins_time=<b>/<n>
-hyfdca_default_wins_iter=<c>/<n>`` (c: by outer iterations with HyFDCA at its defaults
+defaults_wins_iter=<c>/<n>`` (c: by outer iterations with every method at its defaults
 instead of the searched parameters).
 """
 

@@ -192,7 +192,8 @@ def cmd_experiment(args):
 
     prepare_output(args.output)
     config = dict(experiments.QUICK if args.quick else experiments.FULL)
-    for key in ("rounds", "tune_rounds", "max_candidates", "eval_every"):
+    for key in ("rounds", "tune_rounds", "max_candidates", "baseline_candidates",
+                "eval_every"):
         if getattr(args, key) is not None:
             config[key] = getattr(args, key)
     if args.datasets:
@@ -249,7 +250,7 @@ def cmd_experiment(args):
     print((open(f"{args.output}/verdict.md").read()))
     print(f"figures and tables in {args.output}/")
     print(f"headline: hyfdca_wins_iter={wins_iter}/{total} hyfdca_wins_time={wins_time}/{total}"
-          f" hyfdca_default_wins_iter={wins_defaults}/{total}")
+          f" defaults_wins_iter={wins_defaults}/{total}")
     return 0
 
 
@@ -472,7 +473,10 @@ def build_parser():
     p.add_argument("--rounds", type=int, default=None, help="outer iterations per final run")
     p.add_argument("--tune-rounds", type=int, default=None, help="rounds per search candidate")
     p.add_argument("--max-candidates", type=int, default=None,
-                   help="random-search draws per method and setting")
+                   help="random-search draws of HyFDCA per setting")
+    p.add_argument("--baseline-candidates", type=int, default=None,
+                   help="random-search draws of each baseline per setting (default: as "
+                        "--max-candidates)")
     p.add_argument("--eval-every", type=int, default=None,
                    help="rounds between evaluations (primal, accuracy)")
     p.add_argument("--backend", default="paillier", choices=sorted(set(BACKENDS) - {"bfv"}),

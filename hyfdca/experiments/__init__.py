@@ -3,7 +3,7 @@
 equal wall time, Figure 3 style plots, the verdict table)."""
 
 from hyfdca.experiments._compare import (Comparison, compare, final_values, winners,
-                                         with_hyfdca_defaults)
+                                         with_defaults)
 from hyfdca.experiments._gra import grey_relational_grades, select_by_gra
 from hyfdca.experiments._methods import (ALL_METHODS, METHODS, REFERENCE_COSTS,
                                          SECONDS_PER_OP, SPACES, Problem, encryption_seconds,
@@ -18,4 +18,4 @@ __all__ = ["ALL_METHODS", "FULL", "METHODS", "METRIC_NAMES", "QUICK", "REFERENCE
            "SECONDS_PER_OP", "SPACES", "Comparison", "Problem",
            "Tuning", "compare", "encryption_seconds", "final_values", "grey_relational_grades", "moving_average",
            "prepare", "run_method", "run_suite", "select_by_gra", "selection_metrics",
-           "smoothing_window", "tune", "verdict_table", "winners", "with_hyfdca_defaults"]
+           "smoothing_window", "tune", "verdict_table", "winners", "with_defaults"]

@@ -4,16 +4,19 @@ section 3 at one latency), and the verdict of which reaches the lowest relative 
 highest validation accuracy.
 
 Methods that cannot run a setting (ADMM under partial participation) are left out of it.
-Where HyFDCA's search chose other than its defaults, HyFDCA also runs at its defaults for
-the same rounds (``hyfdca_defaults``): the search's grey relational analysis weighs
-runtime, so the tuned run can be a slow one, and a reader sees both.
+Each method's search draws its own candidates in each setting (seeded by the setting's
+name), HyFDCA ``max_candidates`` of them, each baseline ``baseline_candidates`` (its space
+has three or four dimensions to HyFDCA's one). Every method whose search chose other than
+its defaults also runs at its defaults for the same rounds (``at_defaults``): the search's
+grey relational analysis weighs runtime, so a tuned run can be a slow one, and a reader
+sees each method as the search left it and as a user gets it.
 Equal wall time: the budget is HyFDCA's simulated time after ``rounds`` rounds; each other
 method runs ceil(budget / its mean seconds per round) rounds (at most ``time_round_cap``)
 and its history is cut at the budget.
 """
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -30,8 +33,8 @@ class Comparison:
     by_iteration: dict         # method -> History (same rounds)
     by_time: dict              # method -> History (same simulated time)
     latency: float
-    hyfdca_defaults: object = None  # History of HyFDCA at its defaults (same rounds), when
-                                    # the search chose otherwise; else None
+    at_defaults: dict = field(default_factory=dict)  # method -> History at its defaults
+                                    # (same rounds), where the search chose otherwise
 
 
 def truncate_by_time(history, budget, latency):
@@ -47,11 +50,17 @@ def truncate_by_time(history, budget, latency):
 
 
 def compare(name, problem, methods, *, rounds, tune_rounds, max_candidates=8,
-            budget_seconds=None, costs=None, latency=0.2575, eval_every=1,
-            time_round_cap=20):
-    tunings = {m: tune(m, problem, rounds=tune_rounds, max_candidates=max_candidates,
+            baseline_candidates=None, budget_seconds=None, costs=None, latency=0.2575,
+            eval_every=1, time_round_cap=20):
+    """The :class:`Comparison` named ``name``; ``baseline_candidates`` None: as many as
+    ``max_candidates``."""
+    if baseline_candidates is None:
+        baseline_candidates = max_candidates
+    tunings = {m: tune(m, problem, rounds=tune_rounds,
+                       max_candidates=max_candidates if m == "HyFDCA" else baseline_candidates,
                        budget_seconds=budget_seconds, costs=costs, eval_every=eval_every,
-                       seed=problem.seed) for m in methods if applicable(m, problem)}
+                       seed=problem.seed, stream=name)
+               for m in methods if applicable(m, problem)}
     viable = {m: t for m, t in tunings.items() if t.params is not None}
     by_iteration = {m: run_method(m, problem, t.params, rounds=rounds, eval_every=eval_every,
                                   costs=costs) for m, t in viable.items()}
@@ -66,19 +75,19 @@ def compare(name, problem, methods, *, rounds, tune_rounds, max_candidates=8,
                                                          rounds=n, eval_every=eval_every,
                                                          costs=costs)
             by_time[m] = truncate_by_time(run, budget, latency)
-    defaults, chosen = default_params("HyFDCA", problem.lam), viable.get("HyFDCA")
-    at_defaults = None if chosen is None or chosen.params == defaults else run_method(
-        "HyFDCA", problem, defaults, rounds=rounds, eval_every=eval_every, costs=costs)
+    at_defaults = {}
+    for m, t in viable.items():
+        defaults = default_params(m, problem.lam)
+        if t.params != defaults:
+            at_defaults[m] = run_method(m, problem, defaults, rounds=rounds,
+                                        eval_every=eval_every, costs=costs)
     return Comparison(name, tunings, by_iteration, by_time, latency, at_defaults)
 
 
-def with_hyfdca_defaults(comparison):
-    """The equal-iteration runs with HyFDCA's tuned run replaced by its run at the
-    defaults (unchanged where the search chose the defaults)."""
-    runs = dict(comparison.by_iteration)
-    if comparison.hyfdca_defaults is not None and "HyFDCA" in runs:
-        runs["HyFDCA"] = comparison.hyfdca_defaults
-    return runs
+def with_defaults(comparison):
+    """The equal-iteration runs with every method at its defaults (its tuned run where
+    the search chose the defaults)."""
+    return {**comparison.by_iteration, **comparison.at_defaults}
 
 
 def final_values(history, last=5):

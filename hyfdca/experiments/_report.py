@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from hyfdca.experiments._compare import final_values, winners, with_hyfdca_defaults
+from hyfdca.experiments._compare import final_values, winners, with_defaults
 from hyfdca.experiments._metrics import evaluated, moving_average, smoothing_window
 
 COLORS = {"HyFDCA": "#C44E52", "FedAvg": "#4C72B0", "HyFEM": "#55A868", "D3CA": "#8172B2",
@@ -14,7 +14,7 @@ def plot_grid(comparisons, paths, *, axis="iteration", smooth=0.01, columns=3):
     per partition, one column per fraction): relative loss (log) above validation
     accuracy (%), against relative outer iteration (%) or simulated wall time (s); one line
     per method, smoothed by a trailing moving average over ``smooth`` of the points; by
-    iterations, HyFDCA at its defaults dashed where the search chose otherwise."""
+    iterations, each method at its defaults dashed where the search chose otherwise."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -30,8 +30,9 @@ def plot_grid(comparisons, paths, *, axis="iteration", smooth=0.01, columns=3):
         loss_ax, acc_ax = axes[top, col], axes[top + 1, col]
         runs = comp.by_iteration if axis == "iteration" else comp.by_time
         lines = [(method, history, method, "-") for method, history in runs.items()]
-        if axis == "iteration" and comp.hyfdca_defaults is not None:
-            lines.append(("HyFDCA", comp.hyfdca_defaults, "HyFDCA (defaults)", "--"))
+        if axis == "iteration":
+            lines += [(method, history, f"{method} (defaults)", "--")
+                      for method, history in comp.at_defaults.items()]
         for method, history, label, linestyle in lines:
             rounds, rel = evaluated(history, "relative_loss")
             _, acc = evaluated(history, "validation_accuracy")
@@ -104,30 +105,30 @@ def plot_time_breakdown(comparisons, paths):
 
 def verdict_table(comparisons, reference=("36/36", "33/36")):
     """Markdown: per comparison the method with the lowest relative loss and the highest
-    accuracy, by iterations and by time; HyFDCA's final values tuned and at its defaults;
-    then HyFDCA's totals (two comparisons per row and mode: loss and accuracy) beside the
-    paper's, and by iterations with HyFDCA at its defaults. Returns (table, wins by
-    iterations, wins by time, total, wins by iterations at the defaults)."""
+    accuracy, by iterations and by time, and by iterations with every method at its
+    defaults; HyFDCA's final values tuned and at its defaults; then HyFDCA's totals (two
+    comparisons per row and mode: loss and accuracy) beside the paper's, and with every
+    method at its defaults. Returns (table, wins by iterations, wins by time, total, wins
+    by iterations at the defaults)."""
     lines = ["| setting | lowest loss (iter.) | highest acc. (iter.) | lowest loss (time) | "
-             "highest acc. (time) | HyFDCA final rel. loss / acc. (iter.) | at its defaults "
-             "(iter.) |",
-             "|---|---|---|---|---|---|---|"]
+             "highest acc. (time) | lowest loss / highest acc., all at their defaults "
+             "(iter.) | HyFDCA final rel. loss / acc. (iter.) | at its defaults (iter.) |",
+             "|---|---|---|---|---|---|---|---|"]
     wins_iter = wins_time = wins_defaults = total = 0
     for comp in comparisons:
         it = winners(comp.by_iteration) if comp.by_iteration else ("-", "-")
         tm = winners(comp.by_time) if comp.by_time else ("-", "-")
-        at_defaults = with_hyfdca_defaults(comp)
-        df = winners(at_defaults) if at_defaults else ("-", "-")
+        df = winners(with_defaults(comp)) if comp.by_iteration else ("-", "-")
         hy = comp.by_iteration.get("HyFDCA")
         own = "diverged" if hy is None else "{:.3g} / {:.3f}".format(*final_values(hy))
         if hy is None:
             defaults = "-"
-        elif comp.hyfdca_defaults is None:
+        elif "HyFDCA" not in comp.at_defaults:
             defaults = "= tuned"
         else:
-            defaults = "{:.3g} / {:.3f}".format(*final_values(comp.hyfdca_defaults))
-        lines.append(f"| {comp.name} | {it[0]} | {it[1]} | {tm[0]} | {tm[1]} | {own} | "
-                     f"{defaults} |")
+            defaults = "{:.3g} / {:.3f}".format(*final_values(comp.at_defaults["HyFDCA"]))
+        lines.append(f"| {comp.name} | {it[0]} | {it[1]} | {tm[0]} | {tm[1]} | "
+                     f"{df[0]} / {df[1]} | {own} | {defaults} |")
         wins_iter += sum(w == "HyFDCA" for w in it)
         wins_time += sum(w == "HyFDCA" for w in tm)
         wins_defaults += sum(w == "HyFDCA" for w in df)
@@ -135,29 +136,39 @@ def verdict_table(comparisons, reference=("36/36", "33/36")):
     lines.append("")
     lines.append(f"HyFDCA wins {wins_iter}/{total} comparisons by outer iterations (paper: "
                  f"{reference[0]}) and {wins_time}/{total} by wall time (paper: "
-                 f"{reference[1]}); at its defaults instead of the searched parameters, "
-                 f"{wins_defaults}/{total} by outer iterations.")
+                 f"{reference[1]}); with every method at its defaults instead of the "
+                 f"searched parameters, {wins_defaults}/{total} by outer iterations.")
     return "\n".join(lines), wins_iter, wins_time, total, wins_defaults
 
 
 def tuning_table(comparisons):
-    lines = ["| setting | method | tried | divergent | chosen parameters |", "|---|---|---|---|---|"]
+    """Markdown: per comparison and method the candidates tried and divergent, the chosen
+    parameters, and the final relative loss by iterations of the chosen run and of the
+    run at the defaults (what the search gained or lost)."""
+    lines = ["| setting | method | tried | divergent | chosen parameters | final rel. loss "
+             "(iter.): chosen / at the defaults |", "|---|---|---|---|---|---|"]
     for comp in comparisons:
         for method, t in comp.tunings.items():
             params = "none viable" if t.params is None else ", ".join(
                 f"{k}={v:.3g}" for k, v in t.params.items()) or "defaults"
-            lines.append(f"| {comp.name} | {method} | {t.tried} | {t.divergent} | {params} |")
+            finals = "-"
+            if method in comp.by_iteration:
+                chosen = final_values(comp.by_iteration[method])[0]
+                default = comp.at_defaults.get(method)
+                finals = f"{chosen:.3g} / " + (
+                    "= chosen" if default is None else f"{final_values(default)[0]:.3g}")
+            lines.append(f"| {comp.name} | {method} | {t.tried} | {t.divergent} | {params} "
+                         f"| {finals} |")
     return "\n".join(lines)
 
 
 def summary_rows(comparisons):
     """Plain rows for JSON export: setting, mode, method, final relative loss, accuracy
-    (HyFDCA at its defaults as method "HyFDCA (defaults)", by iterations, where run)."""
+    (a method at its defaults as method "<method> (defaults)", by iterations, where run)."""
     rows = []
     for comp in comparisons:
-        modes = [("iteration", comp.by_iteration), ("time", comp.by_time)]
-        if comp.hyfdca_defaults is not None:
-            modes.append(("iteration", {"HyFDCA (defaults)": comp.hyfdca_defaults}))
+        modes = [("iteration", comp.by_iteration), ("time", comp.by_time),
+                 ("iteration", {f"{m} (defaults)": h for m, h in comp.at_defaults.items()})]
         for mode, runs in modes:
             for method, history in runs.items():
                 rel, acc = final_values(history)

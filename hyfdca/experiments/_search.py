@@ -4,10 +4,13 @@ excluded, the winner chosen by Grey Relational Analysis over the seven metrics.
 The search stops after ``max_candidates`` draws or once ``budget_seconds`` of real time
 are spent, whichever comes first. Draws are seeded; a time budget makes how many of them
 are tried depend on the machine, so the result records the number tried (give only
-``max_candidates`` for a search that is the same on every machine).
+``max_candidates`` for a search that is the same on every machine). The draws of a method
+are seeded by ``seed``, the method and ``stream`` (a comparison passes its setting's name,
+so that each setting tries its own candidates).
 """
 
 import time
+import zlib
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -29,9 +32,10 @@ class Tuning:
 
 
 def tune(method, problem, *, rounds, max_candidates=8, budget_seconds=None, costs=None,
-         eval_every=1, seed=0):
+         eval_every=1, seed=0, stream=""):
     """Random search for ``method`` on ``problem``; candidate 0 is the method's default."""
-    rng = np.random.default_rng([seed, 7, ALL_METHODS.index(method)])
+    rng = np.random.default_rng([seed, 7, ALL_METHODS.index(method),
+                                 zlib.crc32(stream.encode())])
     start = time.perf_counter()
     kept, tried, divergent = [], 0, 0
     for i in range(max_candidates):

@@ -146,7 +146,7 @@ def run_suite(config, output, *, methods=METHODS, costs=None, latency=0.2575, se
               engine="batched", deterministic=False, n_jobs=1, scheduler=None, log=_log):
     """Run every comparison of ``config`` (QUICK, FULL or alike); write figures, tables and
     JSON under ``output``; return (comparisons, wins_iter, wins_time, total,
-    wins_iter at HyFDCA's defaults). HyFDCA runs
+    wins_iter with every method at its defaults). HyFDCA runs
     on ``engine`` ("batched" or "protocol": same iterates and operation counts).
     ``deterministic``: compute time from operation counts (``_methods.charge_compute``)
     and no real-time budget for the search, so the results are the same bits on every
@@ -178,6 +178,7 @@ def run_suite(config, output, *, methods=METHODS, costs=None, latency=0.2575, se
         raise ValueError(f"settings repeated (each must be run once): {repeated}")
     options = dict(rounds=config["rounds"], tune_rounds=config["tune_rounds"],
                    max_candidates=config["max_candidates"],
+                   baseline_candidates=config.get("baseline_candidates"),
                    budget_seconds=config["budget_seconds"], costs=costs, latency=latency,
                    eval_every=config.get("eval_every", 1))
     saved = out / "comparisons"

@@ -11,7 +11,8 @@ from feddata.history import History
 from hyfdca._signals import Terminated
 from hyfdca.cli import main
 from hyfdca.experiments._compare import truncate_by_time
-from hyfdca.experiments._methods import charge_encryption
+from hyfdca.experiments._methods import charge_encryption, default_params
+from hyfdca.experiments._report import summary_rows, tuning_table
 from hyfdca.experiments._metrics import diverged
 
 
@@ -330,6 +331,16 @@ def test_tuning_starts_from_the_defaults_and_is_seeded(problem):
     b = E.tune("HyFEM", problem, rounds=4, max_candidates=3, seed=5)
     assert [c[0] for c in a.candidates] == [c[0] for c in b.candidates]
     assert len(a.candidates) + a.divergent == 3
+    other_setting = E.tune("HyFEM", problem, rounds=4, max_candidates=3, seed=5,
+                           stream="another setting")
+    assert other_setting.candidates[0][0] == a.candidates[0][0]  # the defaults
+    assert [c[0] for c in other_setting.candidates[1:]] != [c[0] for c in a.candidates[1:]]
+
+
+def test_each_baseline_gets_its_own_number_of_candidates(problem):
+    comparison = E.compare("c", problem, ["HyFDCA", "FedAvg", "HyFEM"], rounds=3,
+                           tune_rounds=2, max_candidates=2, baseline_candidates=5)
+    assert [comparison.tunings[m].tried for m in ("HyFDCA", "FedAvg", "HyFEM")] == [2, 5, 5]
 
 
 def test_the_suite_runs_end_to_end(tmp_path, capsys):
@@ -340,14 +351,14 @@ def test_the_suite_runs_end_to_end(tmp_path, capsys):
     assert {"verdict.md", "tuning.md", "results.json", "breast_cancer_iterations.png",
             "breast_cancer_time.pdf", "breast_cancer_time_breakdown.png"} <= files
     rows = json.loads((out / "results.json").read_text())
-    assert {r["method"] for r in rows} - {"HyFDCA (defaults)"} == {"HyFDCA", "FedAvg",
-                                                                      "HyFEM"}
+    assert {r["method"].removesuffix(" (defaults)") for r in rows} == {"HyFDCA", "FedAvg",
+                                                                         "HyFEM"}
     assert all(r["rounds"] == 6 for r in rows if r["mode"] == "iteration")
     printed = capsys.readouterr().out
     assert "encryption: none of these runs encrypts; no encryption cost is charged" in printed
     last = printed.strip().splitlines()[-1]
     assert last.startswith("headline: hyfdca_wins_iter=") and last.endswith("/8")
-    assert " hyfdca_default_wins_iter=" in last
+    assert " defaults_wins_iter=" in last
 
 
 def test_methods_that_cannot_run_a_setting_are_left_out(problem):
@@ -396,23 +407,34 @@ def test_the_sgd_search_spaces_reach_the_step_theory_recommends():
         assert all(d["a"] * (1e-4 + d.get("mu", 0.0)) / d["b"] < 1 for d in draws)
 
 
-def test_hyfdca_also_runs_at_its_defaults_where_the_search_chose_otherwise(problem):
-    """The verdict can show HyFDCA as the search left it and as a user gets it."""
-    only_defaults = E.compare("c", problem, ["HyFDCA"], rounds=6, tune_rounds=4,
+def test_every_method_also_runs_at_its_defaults_where_the_search_chose_otherwise(problem):
+    """The verdict shows each method as the search left it and as a user gets it."""
+    only_defaults = E.compare("c", problem, ["HyFDCA", "FedAvg"], rounds=6, tune_rounds=4,
                               max_candidates=1, eval_every=2)
     assert only_defaults.tunings["HyFDCA"].params == {}
-    assert only_defaults.hyfdca_defaults is None
+    assert only_defaults.at_defaults == {}
     searched = next(c for c in (E.compare("c", problem, ["HyFDCA", "FedAvg"], rounds=6,
                                           tune_rounds=4, max_candidates=n, eval_every=2)
                                 for n in (3, 6, 12))
-                    if c.tunings["HyFDCA"].params != {})
-    direct = E.run_method("HyFDCA", problem, {}, rounds=6, eval_every=2)
-    assert searched.hyfdca_defaults.evaluations == direct.evaluations
-    assert searched.by_iteration["HyFDCA"].evaluations != direct.evaluations
+                    if c.tunings["HyFDCA"].params != {}
+                    and c.tunings["FedAvg"].params != default_params("FedAvg", problem.lam))
+    for method in ("HyFDCA", "FedAvg"):
+        direct = E.run_method(method, problem, default_params(method, problem.lam),
+                              rounds=6, eval_every=2)
+        def losses(history):
+            return [e["relative_loss"] for e in history.evaluations.values()]
+        assert losses(searched.at_defaults[method]) == losses(direct)
+        assert losses(searched.by_iteration[method]) != losses(direct)
     table, *_, wins_defaults = E.verdict_table([searched])
-    finals = "{:.3g} / {:.3f}".format(*E.final_values(direct))
+    finals = "{:.3g} / {:.3f}".format(*E.final_values(searched.at_defaults["HyFDCA"]))
     assert table.splitlines()[2].endswith(f"| {finals} |")
-    runs = E.with_hyfdca_defaults(searched)
-    assert runs["HyFDCA"] is searched.hyfdca_defaults and runs["FedAvg"] is \
-        searched.by_iteration["FedAvg"]
+    runs = E.with_defaults(searched)
+    assert runs == searched.at_defaults
     assert wins_defaults == sum(w == "HyFDCA" for w in E.winners(runs))
+    fedavg_row = next(line for line in tuning_table([searched]).splitlines()
+                      if "| FedAvg |" in line)
+    chosen, default = (E.final_values(h)[0] for h in (searched.by_iteration["FedAvg"],
+                                                      searched.at_defaults["FedAvg"]))
+    assert fedavg_row.endswith(f"| {chosen:.3g} / {default:.3g} |")
+    assert {"HyFDCA (defaults)", "FedAvg (defaults)"} <= {
+        r["method"] for r in summary_rows([searched])}
