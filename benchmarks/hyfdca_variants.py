@@ -45,7 +45,7 @@ D(alpha) over P*): with ``--eval-every 100``, the traces of docs/algorithm.md se
 Certificates leave the training state as they found it, so ``--eval-every`` changes no
 iterate, only when the targets are seen.
 
-``--quick`` (about 3 minutes on one core, benchmarks/README.md): a9a 3x3 at lam 1e-4, every
+``--quick`` (about 2 minutes on one core, benchmarks/README.md): a9a 3x3 at lam 1e-4, every
 participation, both variants, the full mode's budgets (the cells of issue 14's a9a 3x3
 targets).
 
@@ -321,7 +321,8 @@ def headline(results):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="a9a 3x3 at lam 1e-4 only (~3 min on one core)")
+    parser.add_argument("--quick", action="store_true",
+                        help="a9a 3x3 at lam 1e-4 only (~2 min on one core)")
     parser.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1))
     parser.add_argument("--datasets", help=f"comma-separated subset of {list(DATASETS)}")
     parser.add_argument("--partitions", help="comma-separated partition specs")
