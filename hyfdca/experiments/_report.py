@@ -56,11 +56,22 @@ def plot_grid(comparisons, paths, *, axis="iteration", smooth=0.01, columns=3):
         top, col = 2 * (index // cols), index % cols
         axes[top, col].set_visible(False)
         axes[top + 1, col].set_visible(False)
-    axes[0, 0].legend(fontsize=8)
+    legend = legend_entries(axes.flat)
+    axes[0, 0].legend(list(legend.values()), list(legend), fontsize=8)
     for path in paths:  # one drawing, saved in each format
         fig.savefig(path, dpi=110)
     plt.close(fig)
     return paths
+
+
+def legend_entries(axes):
+    """{label: handle} of every labelled line on ``axes``, each label once (the first
+    panel may lack a line, e.g. a method's run at its defaults, that others have)."""
+    entries = {}
+    for ax in axes:
+        for handle, label in zip(*ax.get_legend_handles_labels()):
+            entries.setdefault(label, handle)
+    return entries
 
 
 def plot_time_breakdown(comparisons, paths):

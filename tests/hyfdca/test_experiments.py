@@ -438,3 +438,18 @@ def test_every_method_also_runs_at_its_defaults_where_the_search_chose_otherwise
     assert fedavg_row.endswith(f"| {chosen:.3g} / {default:.3g} |")
     assert {"HyFDCA (defaults)", "FedAvg (defaults)"} <= {
         r["method"] for r in summary_rows([searched])}
+
+
+def test_the_legend_names_every_line_of_every_panel():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from hyfdca.experiments._report import legend_entries
+
+    fig, (first, second) = plt.subplots(1, 2)
+    first.plot([0, 1], label="HyFDCA")
+    second.plot([0, 1], label="HyFDCA")
+    second.plot([1, 0], label="FedAvg (defaults)")
+    assert list(legend_entries([first, second])) == ["HyFDCA", "FedAvg (defaults)"]
+    plt.close(fig)
