@@ -1,6 +1,7 @@
 """The experiment pipeline: GRA, the seven metrics, smoothing, the time model, tuning and
 a CI-sized run of the whole suite."""
 
+import dataclasses
 import json
 
 import numpy as np
@@ -408,7 +409,9 @@ def test_the_sgd_search_spaces_reach_the_step_theory_recommends():
 
 
 def test_every_method_also_runs_at_its_defaults_where_the_search_chose_otherwise(problem):
-    """The verdict shows each method as the search left it and as a user gets it."""
+    """The verdict shows each method as the search left it and as a user gets it (the
+    deterministic time model: the search's choice must not depend on the clock)."""
+    problem = dataclasses.replace(problem, deterministic=True)
     only_defaults = E.compare("c", problem, ["HyFDCA", "FedAvg"], rounds=6, tune_rounds=4,
                               max_candidates=1, eval_every=2)
     assert only_defaults.tunings["HyFDCA"].params == {}
