@@ -421,11 +421,12 @@ def test_every_method_also_runs_at_its_defaults_where_the_search_chose_otherwise
                                 for n in (3, 6, 12))
                     if c.tunings["HyFDCA"].params != {}
                     and c.tunings["FedAvg"].params != default_params("FedAvg", problem.lam))
+    def losses(history):
+        return [e["relative_loss"] for e in history.evaluations.values()]
+
     for method in ("HyFDCA", "FedAvg"):
         direct = E.run_method(method, problem, default_params(method, problem.lam),
                               rounds=6, eval_every=2)
-        def losses(history):
-            return [e["relative_loss"] for e in history.evaluations.values()]
         assert losses(searched.at_defaults[method]) == losses(direct)
         assert losses(searched.by_iteration[method]) != losses(direct)
     table, *_, wins_defaults = E.verdict_table([searched])
