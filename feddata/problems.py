@@ -2,7 +2,6 @@
 
 import numpy as np
 import scipy.sparse as sp
-from sklearn.model_selection import train_test_split
 
 from feddata.datasets import load_dataset
 from feddata.partition import partition_from_spec
@@ -16,6 +15,9 @@ def federated_problem(name, partition, *, seed=0, positive_class=0, validation_s
     for validation; the rest is split by the partition spec (``partition_from_spec``).
     The quadrant scheme appends a bias feature to the federated blocks: the validation
     matrix gets the same column."""
+    # imported on use, not with the module (docs/architecture.md)
+    from sklearn.model_selection import train_test_split
+
     ds = load_dataset(name)
     y, positive = ds.y, None
     if ds.classes is not None and len(ds.classes) > 2:

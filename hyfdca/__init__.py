@@ -7,11 +7,12 @@ messages and their byte encoding, and the scikit-learn estimators. The data mode
 (data sets, partitions, participation, history) is the package ``feddata``.
 """
 
+import importlib
+
 from hyfdca._batched import BatchedHyFDCA
 from hyfdca._certificate import CertificateError
 from hyfdca._checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from hyfdca._encoding_range import FixedPointRangeError
-from hyfdca._estimators import HyFDCAClassifier, HyFDCARegressor
 from hyfdca._messages import decode_message, encode_message
 from hyfdca._protocol import HyFDCARun
 from hyfdca._run import ENGINES, run_hyfdca, train
@@ -20,6 +21,22 @@ from hyfdca._transport import (FaultyTransport, InProcessTransport, MissingRepli
                                Transport)
 
 __version__ = "0.1.0.dev0"
+
+# the estimators (and with them scikit-learn) load on first use, not with the package:
+# a process that only runs rounds (a Flower ClientApp starts one per message) does not
+# pay for them (docs/architecture.md)
+_ON_USE = {"HyFDCAClassifier": "hyfdca._estimators", "HyFDCARegressor": "hyfdca._estimators"}
+
+
+def __getattr__(name):
+    if name in _ON_USE:
+        return getattr(importlib.import_module(_ON_USE[name]), name)
+    raise AttributeError(f"module 'hyfdca' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted([*globals(), *_ON_USE])
+
 
 __all__ = [
     "BatchedHyFDCA",

@@ -13,9 +13,6 @@ from pathlib import Path
 
 import numpy as np
 import scipy.sparse.linalg as spla
-from sklearn.exceptions import ConvergenceWarning
-from sklearn.linear_model import LogisticRegression
-from sklearn.svm import LinearSVC
 
 from solvers._sdca import encode_targets, objectives, sdca
 from solvers._validation import as_csr, check_labels, check_positive
@@ -24,6 +21,10 @@ REFERENCE_LOSSES = ("hinge", "squared_hinge", "logistic", "squared")
 
 
 def _fit_one(X, y, loss, lam, tol, max_iter):
+    # imported on use, not with the module (docs/architecture.md)
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.svm import LinearSVC
+
     n = X.shape[0]
     C = 1.0 / (lam * n)
     if loss in ("hinge", "squared_hinge"):
@@ -70,6 +71,9 @@ def reference_optimum(X, y, *, loss="hinge", lam=1e-4, tol=1e-10, max_iter=1_000
     y = check_labels(y, X.shape[0])
     lam = check_positive(lam, "lam")
     Y, _ = encode_targets(y, loss)
+    # imported on use, not with the module (docs/architecture.md)
+    from sklearn.exceptions import ConvergenceWarning
+
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         W = np.column_stack([_fit_one(X, Y[:, c], loss, lam, tol, max_iter)

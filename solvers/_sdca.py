@@ -14,7 +14,6 @@ import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
-from sklearn.exceptions import ConvergenceWarning
 
 from solvers._losses import CLASSIFICATION_LOSSES, loss_code
 from solvers.kernels import (
@@ -289,6 +288,9 @@ def sdca(X, y, *, loss="hinge", lam=1e-4, tol=1e-6, max_epochs=200, order="permu
                 converged = record(epoch)
 
     if not converged:
+        # imported on use, not with the module (docs/architecture.md)
+        from sklearn.exceptions import ConvergenceWarning
+
         warnings.warn(
             f"SDCA stopped after {epoch} epochs with duality gap {history['gap'][-1]:.3g} "
             f"> tol={tol:g}; raise max_epochs",

@@ -1,8 +1,5 @@
 """scikit-learn's bundled data sets: the embedded defaults (no download)."""
 
-import sklearn.datasets as skd
-from sklearn.preprocessing import StandardScaler
-
 from feddata.datasets._base import make_dataset
 
 
@@ -11,6 +8,10 @@ def load_breast_cancer(*, standardize=True, normalize=False):
 
     Features are z-scored by default: their raw scales differ by four orders of magnitude.
     """
+    # imported on use, not with the module (docs/architecture.md)
+    import sklearn.datasets as skd
+    from sklearn.preprocessing import StandardScaler
+
     raw = skd.load_breast_cancer()
     X = StandardScaler().fit_transform(raw.data) if standardize else raw.data
     return make_dataset(X, raw.target_names[raw.target], name="breast_cancer",
@@ -19,6 +20,9 @@ def load_breast_cancer(*, standardize=True, normalize=False):
 
 def load_digits(*, normalize=False):
     """Handwritten digits (1,797 x 64, dense, 10 classes), pixels scaled to [0, 1]."""
+    # imported on use, not with the module (docs/architecture.md)
+    import sklearn.datasets as skd
+
     raw = skd.load_digits()
     return make_dataset(raw.data / 16.0, raw.target, name="digits",
                         source="scikit-learn (bundled)", normalize=normalize,

@@ -3,7 +3,6 @@
 from pathlib import Path
 
 import numpy as np
-from sklearn.datasets import load_svmlight_file
 
 from feddata.datasets._base import find_data_file, make_dataset
 from feddata.datasets._idx import corrupt_stream_named, open_maybe_compressed
@@ -56,6 +55,9 @@ def load_libsvm(path, *, n_features=None, name=None, normalize=False, task="clas
     Feature indices are 1-based as in the LIBSVM collection. A malformed file raises
     ValueError naming the file and the first bad line.
     """
+    # imported on use, not with the module (docs/architecture.md)
+    from sklearn.datasets import load_svmlight_file
+
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"LIBSVM file {path} does not exist")

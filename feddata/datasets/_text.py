@@ -4,8 +4,6 @@ from pathlib import Path
 
 import numpy as np
 
-from sklearn.feature_extraction.text import TfidfVectorizer
-
 from feddata.datasets._base import find_data_file, make_dataset
 
 SMS_LABELS = ("ham", "spam")
@@ -42,6 +40,9 @@ def load_sms_spam(path=None, *, data_home=None, ngram_range=(1, 2), min_df=2,
     TfidfVectorizer already scales each row to unit L2 norm; ``min_df`` drops n-grams seen
     in fewer messages.
     """
+    # imported on use, not with the module (docs/architecture.md)
+    from sklearn.feature_extraction.text import TfidfVectorizer
+
     path = Path(path) if path is not None else find_data_file(("SMSSpamCollection",), data_home)
     labels, texts = read_labelled_lines(path)
     vectorizer = TfidfVectorizer(ngram_range=tuple(ngram_range), min_df=min_df,

@@ -152,6 +152,19 @@ def test_importing_a_lower_layer_loads_nothing_above_it(package, must_not_load):
     assert out == "[]"
 
 
+@pytest.mark.parametrize("module", ["hyfdca", "hyfdca.flower._client_app"])
+def test_a_process_that_only_runs_rounds_loads_no_scikit_learn(module):
+    """A Flower ClientApp process starts for every message: scikit-learn (about 1 s of
+    its start-up) loads only where it is used, and the estimators on first access."""
+    code = (f"import sys, {module}\n"
+            "print(sorted({m.split('.')[0] for m in sys.modules} & {'sklearn'}))\n"
+            "import hyfdca\n"
+            "print(hyfdca.HyFDCAClassifier.__module__, 'sklearn' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout.split("\n")
+    assert out[:2] == ["[]", "hyfdca._estimators True"]
+
+
 def test_the_checks_see_a_cycle_when_one_appears(graph):
     """The cycle test can fail: add an import that closes a loop and it is found."""
     graph.add_import(importer="solvers._losses", imported="feddata.federated")
