@@ -237,7 +237,7 @@ def cmd_experiment(args):
         _, wins_iter, wins_time, total, wins_defaults = experiments.run_suite(
             config, args.output, methods=methods, costs=costs, latency=args.latency,
             seed=args.seed, engine=args.engine, deterministic=args.deterministic,
-            n_jobs=args.jobs, scheduler=args.scheduler)
+            n_jobs=args.jobs, scheduler=args.scheduler, report_only=args.report_only)
     except KeyboardInterrupt as err:
         terminated = isinstance(err, Terminated)
         resumable = ("the same command resumes from them" if args.deterministic or not costs
@@ -501,6 +501,10 @@ def build_parser():
                         "(per-client messages); same iterates and operation counts")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--output", default="hyfdca-experiment")
+    p.add_argument("--report-only", action="store_true",
+                   help="run nothing: redraw the figures and tables from the comparisons "
+                        "saved in OUTPUT/comparisons with these settings, whatever code "
+                        "ran them (each one's source digest is printed)")
     p.set_defaults(func=cmd_experiment)
     return parser
 

@@ -21,7 +21,8 @@ settings match: an interrupted suite resumes where it stopped. A saved compariso
 keyed by its setting, methods and options (the per-value costs included: measured costs
 differ from run to run, so only runs with reference costs or none resume) and by a digest
 of the toolkit's source that a comparison can run (not the Flower deployment code), so a
-changed code recomputes.
+changed code recomputes. ``report_only`` redraws the figures and tables from the saved
+comparisons whatever code ran them, and says which (a changed plot needs no re-run).
 """
 
 import hashlib
@@ -129,21 +130,29 @@ def _saved_path(folder, label):
     return folder / (re.sub(r"[^A-Za-z0-9.=-]+", "_", label) + ".pkl")
 
 
-def _load_saved(path, fingerprint):
-    """The comparison saved at ``path`` if it was run with ``fingerprint``, else None (also
-    for a file that cannot be read back: it is computed again). The fingerprint is the
-    first record, checked before the comparison is unpickled."""
+def _load_saved(path, fingerprint, *, any_code=False):
+    """(comparison, the source digest it was run with) if the comparison saved at ``path``
+    was run with ``fingerprint`` (with ``any_code``: with its settings, by any code), else
+    None (also for a file that cannot be read back: it is computed again). The fingerprint
+    is the first record, checked before the comparison is unpickled."""
+    wanted = json.loads(fingerprint)
     try:
         with open(path, "rb") as f:
-            if pickle.load(f) != fingerprint:
+            saved = json.loads(pickle.load(f))
+            code = saved.pop("code", None)
+            if saved != {k: v for k, v in wanted.items() if k != "code"}:
                 return None
-            return pickle.load(f)
-    except (OSError, EOFError, pickle.UnpicklingError, AttributeError, ImportError):
+            if not any_code and code != wanted["code"]:
+                return None
+            return pickle.load(f), code
+    except (OSError, EOFError, pickle.UnpicklingError, AttributeError, ImportError,
+            json.JSONDecodeError, TypeError):
         return None
 
 
 def run_suite(config, output, *, methods=METHODS, costs=None, latency=0.2575, seed=0,
-              engine="batched", deterministic=False, n_jobs=1, scheduler=None, log=_log):
+              engine="batched", deterministic=False, n_jobs=1, scheduler=None,
+              report_only=False, log=_log):
     """Run every comparison of ``config`` (QUICK, FULL or alike); write figures, tables and
     JSON under ``output``; return (comparisons, wins_iter, wins_time, total,
     wins_iter with every method at its defaults). HyFDCA runs
@@ -154,7 +163,9 @@ def run_suite(config, output, *, methods=METHODS, costs=None, latency=0.2575, se
     once (joblib processes; -1: one per core); ``scheduler``: a Dask scheduler address
     whose workers run them instead (needs ``dask[distributed]``). Finished comparisons
     are saved under ``output/comparisons`` and reused by a later call with the same
-    settings (an interrupted suite resumes)."""
+    settings (an interrupted suite resumes). ``report_only``: run nothing; draw the
+    figures and tables from the saved comparisons of these settings whatever code ran
+    them (say which), or raise ValueError naming those that are missing."""
     if deterministic and config.get("budget_seconds") is not None:
         config = dict(config, budget_seconds=None)
     out = Path(output)
@@ -186,12 +197,20 @@ def run_suite(config, output, *, methods=METHODS, costs=None, latency=0.2575, se
     code = source_digest()
     fingerprints = {label: _fingerprint(label, problem, methods, options, code)
                     for label, problem in jobs}
-    done = {}
+    done, codes = {}, {}
     for label, _ in jobs:
-        comparison = _load_saved(_saved_path(saved, label), fingerprints[label])
-        if comparison is not None:
-            done[label] = comparison
+        loaded = _load_saved(_saved_path(saved, label), fingerprints[label],
+                             any_code=report_only)
+        if loaded is not None:
+            done[label], codes[label] = loaded
     todo = [(label, problem) for label, problem in jobs if label not in done]
+    if report_only:
+        if todo:
+            raise ValueError(f"report only: no comparison saved in {saved} with these "
+                             f"settings for {[label for label, _ in todo]}")
+        for label, _ in jobs:
+            log(f"{label}: run by source digest {codes[label][:12]}"
+                + ("" if codes[label] == code else f" (this checkout: {code[:12]})"))
     log(f"{len(jobs)} comparisons"
         + (f", {len(done)} reused from {saved}" if done else "") + ", "
         + (f"on the Dask cluster at {scheduler}" if scheduler else f"n_jobs={n_jobs}"))

@@ -457,3 +457,36 @@ def test_the_legend_names_every_line_of_every_panel():
     second.plot([1, 0], label="FedAvg (defaults)")
     assert list(legend_entries([first, second])) == ["HyFDCA", "FedAvg (defaults)"]
     plt.close(fig)
+
+
+def test_a_report_only_run_redraws_from_saved_comparisons_of_any_code(tmp_path,
+                                                                      monkeypatch):
+    """--report-only computes nothing: it draws the same tables from the saved comparisons
+    even when the code changed since, names the code that ran them, and refuses settings
+    with nothing saved."""
+    import hyfdca.experiments._suite as suite
+
+    config = dict(E.QUICK, datasets={"breast_cancer": ("2x2",)}, fractions=(0.5,),
+                  rounds=6, tune_rounds=3, max_candidates=2)
+    options = dict(costs=E.REFERENCE_COSTS["mask"], deterministic=True)
+    E.run_suite(config, tmp_path, log=lambda _: None, **options)
+    before = (tmp_path / "results.json").read_bytes()
+    ran_by = suite.source_digest()
+    (tmp_path / "results.json").unlink()
+
+    def no_compare(*args, **kwargs):
+        raise AssertionError("a report-only run computed a comparison")
+
+    monkeypatch.setattr(suite, "compare", no_compare)
+    monkeypatch.setattr(suite, "source_digest", lambda: "f" * 64)
+    said = []
+    E.run_suite(config, tmp_path, report_only=True, log=said.append, **options)
+    assert (tmp_path / "results.json").read_bytes() == before
+    assert f"breast_cancer 2x2 f=0.5: run by source digest {ran_by[:12]} (this checkout: " \
+           f"ffffffffffff)" in said
+    with pytest.raises(ValueError, match=r"no comparison saved .*\['breast_cancer 2x2 f=0.9'\]"):
+        E.run_suite(dict(config, fractions=(0.5, 0.9)), tmp_path, report_only=True,
+                    log=said.append, **options)
+    with pytest.raises(ValueError, match="no comparison saved"):
+        E.run_suite(dict(config, rounds=7), tmp_path, report_only=True, log=said.append,
+                    **options)
