@@ -7,8 +7,6 @@ messages and their byte encoding, and the scikit-learn estimators. The data mode
 (data sets, partitions, participation, history) is the package ``feddata``.
 """
 
-import importlib
-
 from hyfdca._batched import BatchedHyFDCA
 from hyfdca._certificate import CertificateError
 from hyfdca._checkpoint import CheckpointError, load_checkpoint, save_checkpoint
@@ -25,12 +23,14 @@ __version__ = "0.1.0.dev0"
 # the estimators (and with them scikit-learn) load on first use, not with the package:
 # a process that only runs rounds (a Flower ClientApp starts one per message) does not
 # pay for them (docs/architecture.md)
-_ON_USE = {"HyFDCAClassifier": "hyfdca._estimators", "HyFDCARegressor": "hyfdca._estimators"}
+_ON_USE = ("HyFDCAClassifier", "HyFDCARegressor")   # from hyfdca._estimators
 
 
 def __getattr__(name):
     if name in _ON_USE:
-        return getattr(importlib.import_module(_ON_USE[name]), name)
+        from hyfdca import _estimators
+
+        return getattr(_estimators, name)
     raise AttributeError(f"module 'hyfdca' has no attribute {name!r}")
 
 

@@ -190,6 +190,13 @@ def cmd_experiment(args):
     style plots (PNG, PDF), the tuning and verdict tables and the results as JSON."""
     from hyfdca import experiments, profile
 
+    if args.report_only:
+        if not args.deterministic and args.backend != "plain":
+            raise SystemExit("--report-only reads comparisons saved with reference or no "
+                             "costs: add --deterministic or --backend plain, as the run had")
+        if not (Path(args.output) / "comparisons").is_dir():
+            raise SystemExit(f"--report-only: {args.output}/comparisons does not exist; "
+                             "give the --output of the run to report")
     prepare_output(args.output)
     config = dict(experiments.QUICK if args.quick else experiments.FULL)
     for key in ("rounds", "tune_rounds", "max_candidates", "baseline_candidates",
@@ -502,9 +509,10 @@ def build_parser():
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--output", default="hyfdca-experiment")
     p.add_argument("--report-only", action="store_true",
-                   help="run nothing: redraw the figures and tables from the comparisons "
+                   help="run no comparison: redraw the figures and tables from those "
                         "saved in OUTPUT/comparisons with these settings, whatever code "
-                        "ran them (each one's source digest is printed)")
+                        "ran them (each one's source digest is printed); needs "
+                        "--deterministic or --backend plain, as the run had")
     p.set_defaults(func=cmd_experiment)
     return parser
 

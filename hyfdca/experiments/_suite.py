@@ -144,7 +144,14 @@ def _load_saved(path, fingerprint, *, any_code=False):
                 return None
             if not any_code and code != wanted["code"]:
                 return None
-            return pickle.load(f), code
+            try:
+                return pickle.load(f), code
+            except (EOFError, pickle.UnpicklingError, AttributeError, ImportError) as err:
+                if any_code:
+                    raise ValueError(f"{path} was saved with these settings (source digest "
+                                     f"{code[:12]}) but this checkout cannot read it back: "
+                                     f"{err!r}") from err
+                return None
     except (OSError, EOFError, pickle.UnpicklingError, AttributeError, ImportError,
             json.JSONDecodeError, TypeError):
         return None
@@ -169,10 +176,16 @@ def run_suite(config, output, *, methods=METHODS, costs=None, latency=0.2575, se
     if deterministic and config.get("budget_seconds") is not None:
         config = dict(config, budget_seconds=None)
     out = Path(output)
+    if report_only and not (out / "comparisons").is_dir():
+        raise ValueError(f"report only: {out / 'comparisons'} does not exist")
     out.mkdir(parents=True, exist_ok=True)
     settings = {}   # data set -> [(label, problem)]
     for name, partitions in config["datasets"].items():
         if datasets.locate_dataset(name) is None:
+            if report_only:   # its tables would be left out of the redrawn ones
+                raise ValueError(f"report only: {name} is not on this machine (see "
+                                 "`hyfdca datasets`); its settings are needed to read "
+                                 "the saved comparisons")
             log(f"skipping {name}: not on this machine (see `hyfdca datasets`)")
             continue
         for partition in partitions:
@@ -183,6 +196,8 @@ def run_suite(config, output, *, methods=METHODS, costs=None, latency=0.2575, se
                 settings.setdefault(name, []).append(
                     (f"{name} {partition} f={fraction:g}", problem))
     jobs = [job for per_dataset in settings.values() for job in per_dataset]
+    if report_only and not jobs:
+        raise ValueError("report only: these settings name no comparison")
     counts = Counter(label for label, _ in jobs)
     repeated = sorted(label for label, n in counts.items() if n > 1)
     if repeated:
@@ -211,9 +226,10 @@ def run_suite(config, output, *, methods=METHODS, costs=None, latency=0.2575, se
         for label, _ in jobs:
             log(f"{label}: run by source digest {codes[label][:12]}"
                 + ("" if codes[label] == code else f" (this checkout: {code[:12]})"))
-    log(f"{len(jobs)} comparisons"
-        + (f", {len(done)} reused from {saved}" if done else "") + ", "
-        + (f"on the Dask cluster at {scheduler}" if scheduler else f"n_jobs={n_jobs}"))
+    if not report_only:
+        log(f"{len(jobs)} comparisons"
+            + (f", {len(done)} reused from {saved}" if done else "") + ", "
+            + (f"on the Dask cluster at {scheduler}" if scheduler else f"n_jobs={n_jobs}"))
     with _cluster(scheduler if todo else None):
         results = Parallel(n_jobs=-1 if scheduler else n_jobs,
                            return_as="generator_unordered")(

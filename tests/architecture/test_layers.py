@@ -2,6 +2,7 @@
 packages (grimp, the graph behind import-linter): every import, lazy ones included."""
 
 import ast
+import importlib.util
 import subprocess
 import sys
 from pathlib import Path
@@ -152,7 +153,11 @@ def test_importing_a_lower_layer_loads_nothing_above_it(package, must_not_load):
     assert out == "[]"
 
 
-@pytest.mark.parametrize("module", ["hyfdca", "hyfdca.flower._client_app"])
+@pytest.mark.parametrize("module", [
+    "hyfdca",
+    pytest.param("hyfdca.flower._client_app", marks=pytest.mark.skipif(
+        importlib.util.find_spec("flwr") is None, reason="flwr is not installed")),
+])
 def test_a_process_that_only_runs_rounds_loads_no_scikit_learn(module):
     """A Flower ClientApp process starts for every message: scikit-learn (about 1 s of
     its start-up) loads only where it is used, and the estimators on first access."""

@@ -490,3 +490,29 @@ def test_a_report_only_run_redraws_from_saved_comparisons_of_any_code(tmp_path,
     with pytest.raises(ValueError, match="no comparison saved"):
         E.run_suite(dict(config, rounds=7), tmp_path, report_only=True, log=said.append,
                     **options)
+    saved = tmp_path / "comparisons" / "breast_cancer_2x2_f=0.5.pkl"
+    saved.write_bytes(saved.read_bytes()[:-100])
+    with pytest.raises(ValueError, match="saved with these settings .* cannot read it back"):
+        E.run_suite(config, tmp_path, report_only=True, log=said.append, **options)
+    with pytest.raises(ValueError, match="does not exist"):
+        E.run_suite(config, tmp_path / "elsewhere", report_only=True, **options)
+    assert not (tmp_path / "elsewhere").exists()
+
+
+def test_the_cli_reports_only_what_it_can_read(tmp_path, capsys):
+    """--report-only needs the costs the run had (reference or none) and the run's folder;
+    with them it prints each comparison's code and the same headline as the run."""
+    out = tmp_path / "exp"
+    run = ["experiment", "--quick", "--fractions", "0.5", "--partitions", "2x2", "--rounds",
+           "4", "--tune-rounds", "2", "--max-candidates", "1", "--backend", "plain"]
+    with pytest.raises(SystemExit, match="comparisons does not exist"):
+        main([*run, "--output", str(out), "--report-only"])
+    assert main([*run, "--output", str(out)]) == 0
+    headline = capsys.readouterr().out.strip().splitlines()[-1]
+    with pytest.raises(SystemExit, match="add --deterministic or --backend plain"):
+        main([*run[:-2], "--output", str(out), "--report-only"])
+    assert main([*run, "--output", str(out), "--report-only"]) == 0
+    printed = capsys.readouterr().out
+    assert printed.strip().splitlines()[-1] == headline
+    assert "breast_cancer 2x2 f=0.5: run by source digest " in printed
+    assert "(this checkout:" not in printed
