@@ -226,7 +226,7 @@ def run_suite(config, output, *, methods=METHODS, costs=None, latency=0.2575, se
         for label, _ in jobs:
             log(f"{label}: run by source digest {codes[label][:12]}"
                 + ("" if codes[label] == code else f" (this checkout: {code[:12]})"))
-    if not report_only:
+    else:
         log(f"{len(jobs)} comparisons"
             + (f", {len(done)} reused from {saved}" if done else "") + ", "
             + (f"on the Dask cluster at {scheduler}" if scheduler else f"n_jobs={n_jobs}"))
