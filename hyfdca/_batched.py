@@ -45,11 +45,12 @@ from hyfdca._checkpoint import CheckpointError
 from hyfdca._draws import sample_units, stream_key
 from hyfdca._encoding_range import check_encoding_range
 from hyfdca._packing import draw_units
-from hyfdca._round import (aggregation_weights, choose_step, correction_factors,
-                           draws_all_samples, eligible_samples, line_search_term_count,
-                           margins_are_local, new_step_record, participants_are_synced,
-                           moves_prox_centre, next_prox_centre, plan_round,
-                           sampling_streams, stalls, step_bits)
+from hyfdca._round import (aggregation_weights, choose_step, conjugate_gain,
+                           correction_factors, draws_all_samples, eligible_samples,
+                           line_search_term_count, margins_are_local, moves_prox_centre,
+                           new_step_record, next_prox_centre, participants_are_synced,
+                           plan_round, sampling_streams, stalls, step_bits,
+                           weakened_outer_loop)
 from hyfdca._settings import check_classification_labels
 
 BACKENDS = ("numba", "cupy")
@@ -244,6 +245,9 @@ class BatchedHyFDCA:
         self.stalled, self.zero_steps = False, new_step_record()
         # the proximal centre c and the server's w at its last move (settings.prox > 0)
         self.prox_centre, self.prox_last_w = np.zeros(d), np.zeros(d)
+        # prox_adapt: the kappa the rounds run (None: the settings') and the dual's
+        # conjugate term C(alpha) summed from the steps (hyfdca._round.tracked_dual)
+        self.prox_kappa, self.conjugate_total = None, 0.0
         # per-round buffers kept between rounds (a fresh allocation costs page faults)
         self.avail_mask = np.zeros(K, dtype=bool)
         self.shares = np.zeros((line_search_term_count(s), K))
@@ -265,7 +269,8 @@ class BatchedHyFDCA:
         arrays = self._state_by_name()
         counters = dict(version=self.version, token=self.token, round=self.round,
                         have_point=self.have_point, have_dual_point=self.have_dual_point,
-                        stalled=self.stalled,
+                        stalled=self.stalled, prox_kappa=self.prox_kappa,
+                        conjugate_total=self.conjugate_total,
                         participation=self.participation.rng.bit_generator.state)
         arrays = dict(arrays, counters=np.array(json.dumps(counters)))
         buffer = io.BytesIO()
@@ -308,6 +313,9 @@ class BatchedHyFDCA:
                                              counters["round"])
         run.have_point = counters["have_point"]
         run.have_dual_point = counters.get("have_dual_point", False)
+        run.prox_kappa = counters.get("prox_kappa")
+        run.conjugate_total = counters.get("conjugate_total", 0.0)
+        run.params = run.params._replace(lam_n=run.round_settings.round_lam_n)
         run.participation.rng.bit_generator.state = counters["participation"]
         return run
 
@@ -333,8 +341,9 @@ class BatchedHyFDCA:
 
     @property
     def round_settings(self):
-        """The settings the rounds run now (after_stall() once the line search stalled)."""
-        return self.settings.for_round(self.stalled)
+        """The settings the rounds run now (after_stall() once the line search stalled,
+        the kappa prox_adapt left)."""
+        return self.settings.for_round(self.stalled, self.prox_kappa)
 
     def _draw_sizes(self, settings):
         """(H_k per client, the offsets of their draws, room for the draws, room for each
@@ -416,6 +425,8 @@ class BatchedHyFDCA:
                                          permuted, self.token, self.w, dw)
         revealed = unmasked_total(shares, self.frac_bits) if s.line_search else None
         m, g = choose_step(s, revealed, self.w, dw)
+        if s.prox_adapt:
+            self.conjugate_total += conjugate_gain(s, revealed, g)
         falls_back = not self.stalled and stalls(s, self.zero_steps, m)
         n_touched = kern.apply_step(R, n_union, stamp, duals, m, self.step_bits > 0,
                                     self.version + 1)
@@ -426,6 +437,13 @@ class BatchedHyFDCA:
                     participants_are_synced(m, s, self.frac_bits), self.version)
         dw *= g  # w + g dw, as the protocol's server computes it, without temporaries
         self.w += dw
+        if s.prox_adapt and moves_prox_centre(s, stamp):  # as the message engine
+            weakened = weakened_outer_loop(s, self.conjugate_total, self.w, self.prox_centre)
+            if weakened is not None:
+                self.prox_kappa, self.w[:], _ = weakened
+                self.prox_last_w = self.w.copy()
+                s = self.round_settings
+                self.params = self.params._replace(lam_n=s.round_lam_n)
         if moves_prox_centre(s, stamp):  # at the round's end, as the message engine
             self.prox_centre, shift, self.prox_last_w = next_prox_centre(
                 s, self.w, self.prox_centre, self.prox_last_w)
@@ -468,7 +486,7 @@ class BatchedHyFDCA:
         w_alpha = np.empty(self.n_features)
         kern.aggregate_features(v, B.hold_feat, w_alpha)
         del v
-        w = prox_iterate(s, w_alpha, self.prox_centre)
+        w = prox_iterate(self.round_settings, w_alpha, self.prox_centre)
         z = np.empty(n_hold)
         sums = np.empty((SEGMENT_SUMS, self.n_clients))
         kern.certificate_sums(B, P, eval_alpha, w, self.scratch.wk,

@@ -62,6 +62,7 @@ class Client:
         self._units = None  # its draw units (hyfdca._draws), from the set-up
         self._prediction = None  # new samples to predict (``hold_for_prediction``)
         self.stalled = False  # the server said the line search stalled (RoundStart)
+        self.prox_kappa = None  # the kappa prox_adapt left, as the server said (DualSync)
         self.drawn = np.zeros(0, dtype=np.int64)
         # seconds of its last LocalDualMethod: a measurement for the simulation's time
         # model, never sent (how long the steps took would tell how many samples moved)
@@ -112,8 +113,9 @@ class Client:
 
     @property
     def round_settings(self):
-        """The settings the rounds run now (after_stall() once the server said so)."""
-        return self.settings.for_round(self.stalled)
+        """The settings the rounds run now (after_stall() once the server said so, the
+        kappa prox_adapt left)."""
+        return self.settings.for_round(self.stalled, self.prox_kappa)
 
     def handle(self, message):
         """The reply to one message of the server (the transport's entry point)."""
@@ -157,6 +159,8 @@ class Client:
         return self._blocks.read(positions, self.keys.decrypt(vector))
 
     def _apply_sync(self, sync):
+        if sync.prox_kappa is not None:
+            self.prox_kappa = float(sync.prox_kappa)
         self._settle(sync.step)
         pos = sync.positions
         if pos.size:
@@ -175,7 +179,7 @@ class Client:
         without ``prox``: ``HyFDCASettings.round_lam``)."""
         out = np.zeros(self.X.shape[1])
         rows_change(self.X.data, self.X.indices, self.X.indptr, positions, dalpha,
-                    self.settings.round_lam_n, out)
+                    self.round_settings.round_lam_n, out)
         return out
 
     def _report_synced(self):
@@ -281,7 +285,7 @@ class Client:
         self._synced[:] = 0.0  # v_k goes in full, not as the sync's change
         self._synced_mask[:] = False
         self._sent_parts[:] = 0.0  # the server's stored parts restart from 0 too
-        v_k = self.X.T @ self.alpha / self.settings.round_lam_n
+        v_k = self.X.T @ self.alpha / self.round_settings.round_lam_n
         return msg.PrimalContribution(change=v_k,
                                       drawn=np.zeros(0, dtype=np.int64),
                                       refresh=self._take_refresh())

@@ -62,12 +62,15 @@ class SetupDone:
 @dataclass(frozen=True)
 class DualSync:
     """Server -> client: Enc(alpha_i) for the client's samples that changed (positions),
-    and the step g of the last round the client took part in (it settles the client's
-    tentative step: alpha_i += g dalpha_i)."""
+    the step g of the last round the client took part in (it settles the client's
+    tentative step: alpha_i += g dalpha_i), and the kappa the rounds run where
+    ``prox_adapt`` changed it (None: the settings'). Every round brings each present
+    client one sync (phase A, B or C), and a rejoin brings one."""
 
     positions: np.ndarray
     alpha: EncryptedVector
     step: float = 1.0
+    prox_kappa: float | None = None
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,9 @@ plain switches from the settings (draws permuted or random, line search on or of
   updates the holders encrypt (:func:`dual_update_range_bits`); when it has stalled
   (:func:`stalls`: the switch to ``HyFDCASettings.after_stall``).
 - The proximal outer loop (``prox`` > 0): when the centre moves and where
-  (:func:`moves_prox_centre`, :func:`next_prox_centre`).
+  (:func:`moves_prox_centre`, :func:`next_prox_centre`); the original problem's dual
+  the server tracks from the line search (:func:`conjugate_gain`, :func:`tracked_dual`)
+  and the weaker loop it calls for (:func:`weakened_outer_loop`, ``prox_adapt``).
 """
 
 from typing import NamedTuple
@@ -331,6 +333,46 @@ def next_prox_centre(settings, w, centre, last_w):
     beta = (1.0 - ratio) / (1.0 + ratio)
     new_centre = w + beta * (w - last_w)
     return new_centre, (settings.kappa / mu) * (new_centre - centre), w.copy()
+
+
+def conjugate_gain(settings, revealed, g):
+    """The step's change of the dual's conjugate term C(alpha) = (1/N) sum_i
+    -l*(-alpha_i), exact from the line search's revealed sums: g S1 - gamma (g S2 +
+    g^2 S3 / 2) (:func:`line_search_step`), or the grid's sum at g (logistic, whose step
+    is a grid point: ``prox_adapt`` needs step_cap 1 there)."""
+    if settings.loss == "logistic":
+        return float(revealed[int(round(g * (LINE_SEARCH_GRID.size - 1)))])
+    gamma = settings.curvature_of_conjugate
+    s1, s2, s3 = revealed[:3]
+    return float(g * s1 - gamma * (g * s2 + 0.5 * g * g * s3))
+
+
+def tracked_dual(settings, conjugate_total, w, centre):
+    """(D(alpha), C(alpha), Q(alpha)) of the original problem from the server's public
+    values: D = C - Q with C the sum of the steps' :func:`conjugate_gain` (C(0) = 0) and
+    Q = ||u||^2 / (2 lam), u = X^T alpha / N = mu w - kappa c (the rounds' dual map,
+    :func:`next_prox_centre`). Exact where the server's w is w(alpha): every holder of
+    each moved sample took part (full participation, or one holder per sample)."""
+    u = settings.round_lam * w - settings.kappa * centre
+    q = float(u @ u) / (2.0 * settings.lam)
+    return conjugate_total - q, conjugate_total, q
+
+
+def weakened_outer_loop(settings, conjugate_total, w, centre):
+    """``prox_adapt``'s rule where the centre moves: None while D(alpha) >= D(0) = 0;
+    else (kappa', w for kappa', mu / mu') with mu' = mu max(C, 0) / Q < mu, kappa' =
+    max(0, mu' - lam). A proximal problem whose solution puts the original dual below
+    its start has too strong a kappa for the data (docs/algorithm.md section 6,
+    sixteenth round); alpha is kept and w is its dual map under kappa':
+    (kappa'/mu') c + (mu/mu') (w - (kappa/mu) c)."""
+    dual, conj, quad = tracked_dual(settings, conjugate_total, w, centre)
+    if dual >= 0.0:
+        return None
+    mu = settings.round_lam
+    kappa = max(0.0, mu * max(conj, 0.0) / quad - settings.lam)
+    new_mu = settings.lam + kappa
+    offset = (settings.kappa / mu) * centre
+    return kappa, (kappa / new_mu) * centre + (mu / new_mu) * (w - offset), mu / new_mu
 
 
 def is_full_step(m, settings):

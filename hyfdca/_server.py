@@ -17,8 +17,9 @@ import numpy as np
 from hyfdca import _messages as msg
 from hyfdca._certificate import choose_dual_point, choose_point
 from hyfdca._packing import BlockLayout, draw_units
-from hyfdca._round import (choose_step, moves_prox_centre, new_step_record,
-                           next_prox_centre, participants_are_synced, stalls, step_bits)
+from hyfdca._round import (choose_step, conjugate_gain, moves_prox_centre,
+                           new_step_record, next_prox_centre, participants_are_synced,
+                           stalls, step_bits, weakened_outer_loop)
 
 
 class Server:
@@ -62,11 +63,15 @@ class Server:
         # the proximal centre c and w at its last move (settings.prox > 0)
         self.prox_centre = np.zeros(self.n_features)
         self.prox_last_w = np.zeros(self.n_features)
+        # prox_adapt: the kappa the rounds run (None: the settings') and the dual's
+        # conjugate term C(alpha) summed from the steps (hyfdca._round.tracked_dual)
+        self.prox_kappa, self.conjugate_total = None, 0.0
 
     @property
     def round_settings(self):
-        """The settings the rounds run now (after_stall() once the line search stalled)."""
-        return self.settings.for_round(self.stalled)
+        """The settings the rounds run now (after_stall() once the line search stalled,
+        the kappa prox_adapt left)."""
+        return self.settings.for_round(self.stalled, self.prox_kappa)
 
     # --- set-up ---------------------------------------------------------------------------
 
@@ -113,7 +118,7 @@ class Server:
             self.synced_at[k] = self.version
         positions = np.flatnonzero(due)
         return msg.DualSync(positions, self._take(self.enc_alpha, k, positions),
-                            float(self.client_step[k]))
+                            float(self.client_step[k]), self.prox_kappa)
 
     def _receive_refresh(self, k, reply):
         """Store the fresh Enc(alpha_i) a reply carries (if its backend asked for them) in
@@ -225,6 +230,8 @@ class Server:
                 self.contribution[k] += update.synced
             dw[self.feature_ids[k]] += update.tentative
         m, g = choose_step(s, revealed_shares, self.w, dw)
+        if s.prox_adapt:
+            self.conjugate_total += conjugate_gain(s, revealed_shares, g)
         if not self.stalled:
             self.stalled = stalls(s, self.zero_steps, m)
         ids = np.flatnonzero(self.touched)
@@ -251,8 +258,17 @@ class Server:
 
     def end_round(self, round_):
         """After round ``round_`` (from 1), whatever took part: move the proximal centre
-        where it is due (``_round.next_prox_centre``; w takes the offset's change)."""
+        where it is due (``_round.next_prox_centre``; w takes the offset's change), after
+        prox_adapt's rule (``_round.weakened_outer_loop``: a weaker kappa rescales w and
+        each v_k, and the momentum restarts)."""
         s = self.round_settings
+        if s.prox_adapt and moves_prox_centre(s, round_):
+            weakened = weakened_outer_loop(s, self.conjugate_total, self.w, self.prox_centre)
+            if weakened is not None:
+                self.prox_kappa, self.w, scale = weakened
+                self.contribution = [scale * v for v in self.contribution]
+                self.prox_last_w = self.w.copy()
+                s = self.round_settings
         if moves_prox_centre(s, round_):
             self.prox_centre, shift, self.prox_last_w = next_prox_centre(
                 s, self.w, self.prox_centre, self.prox_last_w)
@@ -263,7 +279,7 @@ class Server:
     def resync_message(self, k):
         """Enc(alpha_i) for every sample of client k: the whole dual sync."""
         return msg.Resync(msg.DualSync(np.arange(self.sample_ids[k].size), self.evaluator.take(
-            self.enc_alpha, self.blocks.client_blocks[k])))
+            self.enc_alpha, self.blocks.client_blocks[k]), prox_kappa=self.prox_kappa))
 
     def receive_resync(self, k, reply):
         """Client k's v_k at the synced alpha replaces its old one in w:

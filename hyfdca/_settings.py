@@ -70,10 +70,12 @@ VARIANTS = {
     # rounds, not 10, and phase E where mu > PHASE_E_MU lam); the scaled line search
     # runs it only where it is strong, and then with phase E (prox="strong": without
     # phase E its dual fell by 40 P* on SMS at lam 1e-5 and f = 0.9): docs/algorithm.md
-    # section 6, ninth to eleventh rounds.
+    # section 6, ninth to eleventh rounds. auto-full weakens its outer loop where the
+    # original problem's dual falls below its start (prox_adapt; section 6, sixteenth
+    # round).
     "auto-full": dict(sigma=1.0, rho="norm", line_search=True, sampling="shared",
                       draw="permuted", aggregation="mean", iic=1.0,
-                      holder_weights="norm-share", prox="auto"),
+                      holder_weights="norm-share", prox="auto", prox_adapt=True),
     # (its iic is scaled with lam by _preset_values)
     "auto-partial": dict(sigma="safe", rho="norm", line_search=False, sampling="shared",
                          draw="permuted", aggregation="mean", iic=AUTO_PARTIAL_IIC, min_H=10,
@@ -149,7 +151,10 @@ class HyFDCASettings:
     is the mean squared row norm where that is at most prox_cap lam N (:meth:`bind`,
     from the layout's ``sq_norm_total``). "strong": the same kappa where mu > PHASE_E_MU
     lam, else 0 (no outer loop). ``prox_rounds`` "auto": STRONG_PROX_ROUNDS where mu >
-    PHASE_E_MU lam, else WEAK_PROX_ROUNDS (:meth:`bind`).
+    PHASE_E_MU lam, else WEAK_PROX_ROUNDS (:meth:`bind`). ``prox_adapt``: at each move
+    of the centre where the original problem's dual D(alpha), which the server tracks
+    from the line search's sums, is below D(0) = 0, mu falls to mu conj / Q
+    (``_round.adapted_kappa``; the engines keep the kappa it leaves as state).
     """
 
     loss: str = "hinge"
@@ -176,6 +181,7 @@ class HyFDCASettings:
     prox: float | str = 0.0
     prox_rounds: int = 10
     prox_cap: float = PROX_CAP
+    prox_adapt: bool = False
     # fields given explicitly to from_variant (kept when bind() re-resolves "auto")
     overridden: tuple = ()
     # filled in by bind(); read through lam_n and sigma_bound, which refuse unbound settings
@@ -259,6 +265,14 @@ class HyFDCASettings:
              f"prox_rounds must be an integer >= 1 or 'auto', got {self.prox_rounds!r}"),
             (isinstance(self.prox_cap, (int, float)) and self.prox_cap >= 1,
              f"prox_cap must be a number >= 1, got {self.prox_cap!r}"),
+            (self.prox_adapt in (True, False),
+             f"prox_adapt must be True or False, got {self.prox_adapt!r}"),
+            (not self.prox_adapt or self.line_search,
+             "prox_adapt tracks the dual through the line search's sums: it needs "
+             "line_search=True"),
+            (not self.prox_adapt or self.loss != "logistic" or self.step_cap == 1,
+             "prox_adapt with the logistic loss reads the line search's grid at the step: "
+             "it needs step_cap=1"),
             (self.second_inner_product in (True, False, "auto"),
              f"second_inner_product must be True, False or 'auto', got "
              f"{self.second_inner_product!r}"),
@@ -320,9 +334,13 @@ class HyFDCASettings:
         (phase A), and with everyone present the line search sees the exact dual."""
         return self.stall_fallback and self.participation != "full"
 
-    def for_round(self, stalled):
-        """The settings a round runs: :meth:`after_stall` once the line search stalled."""
-        return self.after_stall() if stalled else self
+    def for_round(self, stalled, kappa=None):
+        """The settings a round runs: :meth:`after_stall` once the line search stalled;
+        with ``kappa`` (not None) the outer loop's kappa as ``prox_adapt`` left it."""
+        settings = self.after_stall() if stalled else self
+        if kappa is not None and kappa != settings.prox:
+            settings = replace(settings, prox=float(kappa))
+        return settings
 
     def after_stall(self):
         """The settings of the rounds after the line search stalled: no line search and

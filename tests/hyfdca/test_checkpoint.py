@@ -95,15 +95,16 @@ def test_resume_with_homomorphic_encryption_in_process(tmp_path, crypto):
     same_history(ha.state(), hb.state())
 
 
-def assert_resumed_run_is_uninterrupted(tmp_path, engine, crypto, rounds, **fields):
-    """auto under participation "fraction" with ``fields``: a run checkpointed after
-    round 3 and resumed to ``rounds`` gives the uninterrupted run's model and history.
-    Both certify every round: a run that stops certifies at its stop, and the certified
-    points of later certificates depend on every earlier one, so the two runs must
-    certify at the same rounds."""
+def assert_resumed_run_is_uninterrupted(tmp_path, engine, crypto, rounds,
+                                        participation="fraction", **fields):
+    """auto under ``participation`` with ``fields``: a run checkpointed after round 3
+    and resumed to ``rounds`` gives the uninterrupted run's model and history; returns
+    the resumed run. Both certify every round: a run that stops certifies at its stop,
+    and the certified points of later certificates depend on every earlier one, so the
+    two runs must certify at the same rounds."""
     fed, settings = job.problem()
     settings = HyFDCASettings.from_variant("auto", lam=settings.lam,
-                                           participation="fraction", **fields)
+                                           participation=participation, **fields)
     opts = dict(eval_every=1, crypto=crypto, engine=engine, **job.options(crypto))
     a, ha = run_hyfdca(fed, settings, max_rounds=rounds, **opts)
     run_hyfdca(fed, settings, max_rounds=3, checkpoint=tmp_path, **opts)
@@ -111,6 +112,7 @@ def assert_resumed_run_is_uninterrupted(tmp_path, engine, crypto, rounds, **fiel
                        **opts)
     np.testing.assert_array_equal(a.model, b.model)
     same_history(ha.state(), hb.state())
+    return b
 
 
 @pytest.mark.parametrize("engine, crypto", [("protocol", "fast-paillier"),
@@ -130,6 +132,18 @@ def test_resume_inside_the_proximal_outer_loop_gives_the_uninterrupted_bits(tmp_
     keeps the centre and the last w, and the resumed run is the uninterrupted one."""
     assert_resumed_run_is_uninterrupted(tmp_path, engine, crypto, rounds=7, fraction=0.6,
                                         prox=0.3, prox_rounds=2)
+
+
+@pytest.mark.parametrize("engine, crypto", [("protocol", "mask"), ("batched", "plain")])
+def test_resume_after_prox_adapt_weakened_the_outer_loop_gives_the_uninterrupted_bits(
+        tmp_path, engine, crypto):
+    """Full participation (auto-full, prox_adapt): the kappa the rule left at round 2 and
+    the tracked conjugate term are kept, and the clients of a resumed protocol run learn
+    that kappa again with their next dual sync."""
+    run = assert_resumed_run_is_uninterrupted(tmp_path, engine, crypto, rounds=7,
+                                              participation="full", prox=0.3, prox_rounds=2)
+    state = run.server if engine == "protocol" else run
+    assert state.prox_kappa is not None and state.prox_kappa < 0.3  # the rule fired
 
 
 def _objects(value, seen=None):
