@@ -359,14 +359,15 @@ def tracked_dual(settings, conjugate_total, w, centre):
 
 
 def weakened_outer_loop(settings, conjugate_total, w, centre):
-    """``prox_adapt``'s rule where the centre moves: None while D(alpha) >= D(0) = 0;
-    else (kappa', w for kappa', mu / mu') with mu' = mu max(C, 0) / Q < mu, kappa' =
-    max(0, mu' - lam). A proximal problem whose solution puts the original dual below
-    its start has too strong a kappa for the data (docs/algorithm.md section 6,
-    sixteenth round); alpha is kept and w is its dual map under kappa':
-    (kappa'/mu') c + (mu/mu') (w - (kappa/mu) c)."""
+    """``prox_adapt``'s rule where the centre moves: None while D(alpha) >= -C (Q <= 2C);
+    else (kappa', w for kappa', mu / mu') with mu' = mu max(C, 0) / Q < mu / 2, kappa'
+    = max(0, mu' - lam). A proximal problem whose solution puts the original dual this
+    far below its start D(0) = 0 (its quadratic term more than twice the conjugate term
+    it gained) has too strong a kappa for the data (docs/algorithm.md section 6,
+    sixteenth round: a dip to D = -0.17 C on a9a is no such sign); alpha is kept and w
+    is its dual map under kappa': (kappa'/mu') c + (mu/mu') (w - (kappa/mu) c)."""
     dual, conj, quad = tracked_dual(settings, conjugate_total, w, centre)
-    if dual >= 0.0:
+    if dual >= -conj:
         return None
     mu = settings.round_lam
     kappa = max(0.0, mu * max(conj, 0.0) / quad - settings.lam)

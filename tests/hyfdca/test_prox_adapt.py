@@ -31,14 +31,16 @@ def bound(fed, **fields):
 
 
 def test_the_rule_keeps_alpha_and_lowers_mu(grid):
-    """Where D < 0: mu' = mu C / Q < mu, and w' is the same alpha's dual map
-    (mu' w' - kappa' c = mu w - kappa c = X^T alpha / N); nothing where D >= 0."""
+    """Where D < -C (Q > 2 C): mu' = mu C / Q < mu / 2, and w' is the same alpha's dual
+    map (mu' w' - kappa' c = mu w - kappa c = X^T alpha / N); nothing where D >= -C, a
+    dip below D(0) = 0 included."""
     s = bound(grid)
     rng = np.random.default_rng(0)
     w, c = rng.normal(size=30), rng.normal(size=30)
     _, conj, quad = tracked_dual(s, 0.0, w, c)
     assert weakened_outer_loop(s, quad + 1e-3, w, c) is None  # D = 1e-3 > 0
-    kappa, new_w, scale = weakened_outer_loop(s, 0.25 * quad, w, c)  # D = -0.75 Q
+    assert weakened_outer_loop(s, 0.55 * quad, w, c) is None  # D = -0.45 Q > -C
+    kappa, new_w, scale = weakened_outer_loop(s, 0.25 * quad, w, c)  # D = -0.75 Q < -C
     new_mu = s.lam + kappa
     assert new_mu == pytest.approx(0.25 * s.round_lam)
     assert scale == pytest.approx(s.round_lam / new_mu)
