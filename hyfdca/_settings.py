@@ -70,12 +70,12 @@ VARIANTS = {
     # rounds, not 10, and phase E where mu > PHASE_E_MU lam); the scaled line search
     # runs it only where it is strong, and then with phase E (prox="strong": without
     # phase E its dual fell by 40 P* on SMS at lam 1e-5 and f = 0.9): docs/algorithm.md
-    # section 6, ninth to eleventh rounds. auto-full weakens its outer loop where the
-    # original problem's dual falls below its start (prox_adapt; section 6, sixteenth
-    # round).
+    # section 6, ninth to eleventh rounds. prox_adapt (weaken the outer loop where the
+    # original dual falls) is an option, not in a preset: it halves SMS's rounds at lam
+    # 1e-5 and costs Fashion-MNIST 1.8 times its rounds (section 6, sixteenth round).
     "auto-full": dict(sigma=1.0, rho="norm", line_search=True, sampling="shared",
                       draw="permuted", aggregation="mean", iic=1.0,
-                      holder_weights="norm-share", prox="auto", prox_adapt=True),
+                      holder_weights="norm-share", prox="auto"),
     # (its iic is scaled with lam by _preset_values)
     "auto-partial": dict(sigma="safe", rho="norm", line_search=False, sampling="shared",
                          draw="permuted", aggregation="mean", iic=AUTO_PARTIAL_IIC, min_H=10,

@@ -137,11 +137,12 @@ def test_resume_inside_the_proximal_outer_loop_gives_the_uninterrupted_bits(tmp_
 @pytest.mark.parametrize("engine, crypto", [("protocol", "mask"), ("batched", "plain")])
 def test_resume_after_prox_adapt_weakened_the_outer_loop_gives_the_uninterrupted_bits(
         tmp_path, engine, crypto):
-    """Full participation (auto-full, prox_adapt): the kappa the rule left at round 2 and
-    the tracked conjugate term are kept, and the clients of a resumed protocol run learn
-    that kappa again with their next dual sync."""
+    """Full participation (auto-full) with prox_adapt: the kappa the rule left at round 2
+    and the tracked conjugate term are kept, and the clients of a resumed protocol run
+    learn that kappa again with their next dual sync."""
     run = assert_resumed_run_is_uninterrupted(tmp_path, engine, crypto, rounds=7,
-                                              participation="full", prox=0.3, prox_rounds=2)
+                                              participation="full", prox=0.3, prox_rounds=2,
+                                              prox_adapt=True)
     state = run.server if engine == "protocol" else run
     assert state.prox_kappa is not None and state.prox_kappa < 0.3  # the rule fired
 

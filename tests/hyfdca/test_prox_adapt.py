@@ -1,5 +1,5 @@
-"""prox_adapt: the original problem's dual tracked from the line search's sums, and the
-weaker outer loop where it falls below its start (hyfdca._round.weakened_outer_loop)."""
+"""prox_adapt (an option): the original problem's dual tracked from the line search's
+sums, and the weaker outer loop where it falls below -C (hyfdca._round.weakened_outer_loop)."""
 
 from dataclasses import replace
 
@@ -20,10 +20,11 @@ def grid(cancer):
 
 
 def settings(**fields):
-    """auto at full participation (auto-full: prox_adapt on), a strong outer loop that
+    """auto at full participation (auto-full) with prox_adapt, a strong outer loop that
     this data's dual falls under (kappa = 4 lam), the centre moved every 2 rounds."""
     return HyFDCASettings.from_variant("auto", **(dict(lam=LAM, H=30, prox=0.2,
-                                                       prox_rounds=2) | fields))
+                                                       prox_rounds=2, prox_adapt=True)
+                                                  | fields))
 
 
 def bound(fed, **fields):
