@@ -6,7 +6,7 @@ import numpy as np
 
 from feddata import PARTICIPATION_KINDS as PARTICIPATION
 from feddata.participation import cyclic_subsets
-from solvers import CLASSIFICATION_LOSSES, LOSS_CODES, loss_code
+from solvers import CLASSIFICATION_LOSSES, LOSS_CODES, loss_code, loss_value
 
 # auto-partial's iic at lam >= AUTO_PARTIAL_LAM; below, iic = AUTO_PARTIAL_IIC lam /
 # AUTO_PARTIAL_LAM (_preset_values): stale margins drift by about H (x_i . x_j) / (lam N)
@@ -267,6 +267,9 @@ class HyFDCASettings:
              f"prox_cap must be a number >= 1, got {self.prox_cap!r}"),
             (self.prox_adapt in (True, False),
              f"prox_adapt must be True or False, got {self.prox_adapt!r}"),
+            (not self.prox_adapt or self.loss in CLASSIFICATION_LOSSES,
+             "prox_adapt compares the dual with P(0) = l(0), which the server knows for "
+             f"the classification losses {CLASSIFICATION_LOSSES} only, not {self.loss!r}"),
             (not self.prox_adapt or self.line_search,
              "prox_adapt tracks the dual through the line search's sums: it needs "
              "line_search=True"),
@@ -400,6 +403,12 @@ class HyFDCASettings:
     @property
     def loss_code(self):
         return LOSS_CODES[self.loss]
+
+    @property
+    def loss_at_zero(self):
+        """P(0) = l(0) for a classification loss (labels +-1): every sample's loss at
+        w = 0."""
+        return float(loss_value(self.loss_code, 0.0, 1.0, self.smoothing))
 
     @property
     def curvature_of_conjugate(self):

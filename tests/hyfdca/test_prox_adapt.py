@@ -1,5 +1,6 @@
 """prox_adapt (an option): the original problem's dual tracked from the line search's
-sums, and the weaker outer loop where it falls below -C (hyfdca._round.weakened_outer_loop)."""
+sums, and the weaker outer loop where it falls below -P(0) / 10
+(hyfdca._round.weakened_outer_loop)."""
 
 from dataclasses import replace
 
@@ -32,16 +33,17 @@ def bound(fed, **fields):
 
 
 def test_the_rule_keeps_alpha_and_lowers_mu(grid):
-    """Where D < -C (Q > 2 C): mu' = mu C / Q < mu / 2, and w' is the same alpha's dual
-    map (mu' w' - kappa' c = mu w - kappa c = X^T alpha / N); nothing where D >= -C, a
-    dip below D(0) = 0 included."""
+    """Where D < -P(0) / 10 (hinge: -0.1): mu' = mu C / Q < mu, and w' is the same
+    alpha's dual map (mu' w' - kappa' c = mu w - kappa c = X^T alpha / N); nothing where
+    D >= -0.1, a dip below D(0) = 0 included."""
     s = bound(grid)
     rng = np.random.default_rng(0)
     w, c = rng.normal(size=30), rng.normal(size=30)
     _, conj, quad = tracked_dual(s, 0.0, w, c)
+    assert quad > 1.0
     assert weakened_outer_loop(s, quad + 1e-3, w, c) is None  # D = 1e-3 > 0
-    assert weakened_outer_loop(s, 0.55 * quad, w, c) is None  # D = -0.45 Q > -C
-    kappa, new_w, scale = weakened_outer_loop(s, 0.25 * quad, w, c)  # D = -0.75 Q < -C
+    assert weakened_outer_loop(s, quad - 0.09, w, c) is None  # D = -0.09 >= -0.1
+    kappa, new_w, scale = weakened_outer_loop(s, 0.25 * quad, w, c)  # D = -0.75 Q
     new_mu = s.lam + kappa
     assert new_mu == pytest.approx(0.25 * s.round_lam)
     assert scale == pytest.approx(s.round_lam / new_mu)
@@ -98,6 +100,7 @@ def test_without_a_fall_the_rule_changes_nothing(grid):
     (dict(line_search=False), "needs line_search=True"),
     (dict(loss="logistic", step_cap=0.5), "it needs step_cap=1"),
     (dict(prox_adapt="yes"), "prox_adapt must be True or False"),
+    (dict(loss="squared"), "for the classification losses"),
 ])
 def test_settings_that_cannot_track_the_dual_are_refused(fields, problem):
     with pytest.raises(ValueError, match=problem):
