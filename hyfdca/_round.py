@@ -368,9 +368,10 @@ def weakened_outer_loop(settings, conjugate_total, w, centre):
     mu max(C, 0) / Q < mu (D < 0: Q > C), kappa' = max(0, mu' - lam). A proximal problem
     whose solution puts the original dual that far below its start D(0) = 0 has too
     strong a kappa for the data (docs/algorithm.md section 6, sixteenth round: SMS falls
-    to -0.30 P(0), Fashion-MNIST's -0.051 and a9a's -0.006 are dips its outer loop
-    pays back); alpha is kept and w is its dual map under kappa': (kappa'/mu') c +
-    (mu/mu') (w - (kappa/mu) c)."""
+    to -0.30 P(0); a9a's -0.006 and Fashion-MNIST's -0.051 are dips its outer loop pays
+    back, and so is news20-like's -0.21, which this threshold does not spare: hence an
+    option); alpha is kept and w is its dual map under kappa': (kappa'/mu') c + (mu/mu')
+    (w - (kappa/mu) c)."""
     dual, conj, quad = tracked_dual(settings, conjugate_total, w, centre)
     if dual >= -ADAPT_FALL * settings.loss_at_zero:
         return None

@@ -71,8 +71,8 @@ VARIANTS = {
     # runs it only where it is strong, and then with phase E (prox="strong": without
     # phase E its dual fell by 40 P* on SMS at lam 1e-5 and f = 0.9): docs/algorithm.md
     # section 6, ninth to eleventh rounds. prox_adapt (weaken the outer loop where the
-    # original dual falls) is an option, not in a preset: it halves SMS's rounds at lam
-    # 1e-5 and costs Fashion-MNIST 1.8 times its rounds (section 6, sixteenth round).
+    # original dual falls) is an option, not in a preset: it takes SMS at lam 1e-5 from
+    # 110 to 80 rounds and news20-like from 400 to 860 (section 6, sixteenth round).
     "auto-full": dict(sigma=1.0, rho="norm", line_search=True, sampling="shared",
                       draw="permuted", aggregation="mean", iic=1.0,
                       holder_weights="norm-share", prox="auto"),
@@ -153,8 +153,8 @@ class HyFDCASettings:
     lam, else 0 (no outer loop). ``prox_rounds`` "auto": STRONG_PROX_ROUNDS where mu >
     PHASE_E_MU lam, else WEAK_PROX_ROUNDS (:meth:`bind`). ``prox_adapt``: at each move
     of the centre where the original problem's dual D(alpha), which the server tracks
-    from the line search's sums, is below D(0) = 0, mu falls to mu conj / Q
-    (``_round.adapted_kappa``; the engines keep the kappa it leaves as state).
+    from the line search's sums, is below -P(0) / 10, mu falls to mu conj / Q
+    (``_round.weakened_outer_loop``; the engines keep the kappa it leaves as state).
     """
 
     loss: str = "hinge"
