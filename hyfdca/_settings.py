@@ -270,9 +270,9 @@ class HyFDCASettings:
             (not self.prox_adapt or self.loss in CLASSIFICATION_LOSSES,
              "prox_adapt compares the dual with P(0) = l(0), which the server knows for "
              f"the classification losses {CLASSIFICATION_LOSSES} only, not {self.loss!r}"),
-            (not self.prox_adapt or self.line_search,
+            (not self.prox_adapt or (self.line_search and not self.stall_fallback),
              "prox_adapt tracks the dual through the line search's sums: it needs "
-             "line_search=True"),
+             "line_search=True and no stall_fallback (which turns the line search off)"),
             (not self.prox_adapt or self.loss != "logistic" or self.step_cap == 1,
              "prox_adapt with the logistic loss reads the line search's grid at the step: "
              "it needs step_cap=1"),

@@ -98,6 +98,7 @@ def test_without_a_fall_the_rule_changes_nothing(grid):
 
 @pytest.mark.parametrize("fields, problem", [
     (dict(line_search=False), "needs line_search=True"),
+    (dict(stall_fallback=True), "no stall_fallback"),
     (dict(loss="logistic", step_cap=0.5), "it needs step_cap=1"),
     (dict(prox_adapt="yes"), "prox_adapt must be True or False"),
     (dict(loss="squared"), "for the classification losses"),
