@@ -47,10 +47,10 @@ from hyfdca._encoding_range import check_encoding_range
 from hyfdca._packing import draw_units
 from hyfdca._round import (aggregation_weights, choose_step, conjugate_gain,
                            correction_factors, draws_all_samples, eligible_samples,
-                           line_search_term_count, margins_are_local, moves_prox_centre,
-                           new_step_record, next_prox_centre, participants_are_synced,
-                           plan_round, sampling_streams, stalls, step_bits,
-                           weakened_outer_loop)
+                           initial_kappa, line_search_term_count, margins_are_local,
+                           moves_prox_centre, new_step_record, next_prox_centre,
+                           participants_are_synced, plan_round, sampling_streams, stalls,
+                           starts_outer_loop, step_bits, weakened_outer_loop)
 from hyfdca._settings import check_classification_labels
 
 BACKENDS = ("numba", "cupy")
@@ -188,7 +188,8 @@ class BatchedHyFDCA:
         self.step_bits = step_bits(s)
         self.params = Params(alpha_scale=2.0 ** -(self.frac_bits + self.step_bits),
                              frac_scale=2.0 ** self.frac_bits,
-                             inv_frac_scale=2.0 ** -self.frac_bits, lam_n=s.round_lam_n,
+                             inv_frac_scale=2.0 ** -self.frac_bits,
+                             lam_n=s.for_round(False, initial_kappa(s)).round_lam_n,
                              n_samples=N, loss_code=s.loss_code, sigma=s.sigma_bound,
                              smoothing=s.smoothing)
         # per-chunk scratch, one row per Numba thread, sized by the largest client
@@ -245,9 +246,9 @@ class BatchedHyFDCA:
         self.stalled, self.zero_steps = False, new_step_record()
         # the proximal centre c and the server's w at its last move (settings.prox > 0)
         self.prox_centre, self.prox_last_w = np.zeros(d), np.zeros(d)
-        # prox_adapt: the kappa the rounds run (None: the settings') and the dual's
-        # conjugate term C(alpha) summed from the steps (hyfdca._round.tracked_dual)
-        self.prox_kappa, self.conjugate_total = None, 0.0
+        # the kappa the rounds run (None: the settings'; prox_warm_start, prox_adapt) and
+        # the dual's conjugate term C(alpha) summed from the steps (_round.tracked_dual)
+        self.prox_kappa, self.conjugate_total = initial_kappa(s), 0.0
         # per-round buffers kept between rounds (a fresh allocation costs page faults)
         self.avail_mask = np.zeros(K, dtype=bool)
         self.shares = np.zeros((line_search_term_count(s), K))
@@ -342,7 +343,7 @@ class BatchedHyFDCA:
     @property
     def round_settings(self):
         """The settings the rounds run now (after_stall() once the line search stalled,
-        the kappa prox_adapt left)."""
+        the kappa prox_warm_start or prox_adapt left)."""
         return self.settings.for_round(self.stalled, self.prox_kappa)
 
     def _draw_sizes(self, settings):
@@ -448,6 +449,10 @@ class BatchedHyFDCA:
             self.prox_centre, shift, self.prox_last_w = next_prox_centre(
                 s, self.w, self.prox_centre, self.prox_last_w)
             self.w += shift
+        if starts_outer_loop(self.settings, stamp):  # w stays; c = w
+            self.prox_kappa = self.settings.kappa
+            self.prox_centre, self.prox_last_w = self.w.copy(), self.w.copy()
+            self.params = self.params._replace(lam_n=self.round_settings.round_lam_n)
         if plan.second_inner_product:  # at the w the next round starts from
             kern.inner_products(avail, B, P, R, cur, True, self.w, X.wk)
             self._check("an inner product")

@@ -13,7 +13,7 @@ from hyfdca._packing import ClientBlocks
 from hyfdca._primal_change import rows_change
 from hyfdca._encoding_range import check_encoding_range
 from hyfdca._round import (aggregation_weights, correction_factors, dual_update_range_bits,
-                           line_search_shares, local_dual_method, step_bits)
+                           initial_kappa, line_search_shares, local_dual_method, step_bits)
 from hyfdca._settings import check_classification_labels
 
 
@@ -62,7 +62,8 @@ class Client:
         self._units = None  # its draw units (hyfdca._draws), from the set-up
         self._prediction = None  # new samples to predict (``hold_for_prediction``)
         self.stalled = False  # the server said the line search stalled (RoundStart)
-        self.prox_kappa = None  # the kappa prox_adapt left, as the server said (DualSync)
+        # the kappa the rounds run (prox_warm_start; then as the server says: DualSync)
+        self.prox_kappa = initial_kappa(settings)
         self.drawn = np.zeros(0, dtype=np.int64)
         # seconds of its last LocalDualMethod: a measurement for the simulation's time
         # model, never sent (how long the steps took would tell how many samples moved)
@@ -114,7 +115,7 @@ class Client:
     @property
     def round_settings(self):
         """The settings the rounds run now (after_stall() once the server said so, the
-        kappa prox_adapt left)."""
+        kappa prox_warm_start or prox_adapt left)."""
         return self.settings.for_round(self.stalled, self.prox_kappa)
 
     def handle(self, message):

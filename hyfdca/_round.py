@@ -27,7 +27,9 @@ plain switches from the settings (draws permuted or random, line search on or of
 - The proximal outer loop (``prox`` > 0): when the centre moves and where
   (:func:`moves_prox_centre`, :func:`next_prox_centre`); the original problem's dual
   the server tracks from the line search (:func:`conjugate_gain`, :func:`tracked_dual`)
-  and the weaker loop it calls for (:func:`weakened_outer_loop`, ``prox_adapt``).
+  and the weaker loop it calls for (:func:`weakened_outer_loop`, ``prox_adapt``); the
+  warm start that runs its first period without the proximal term (:func:`initial_kappa`,
+  :func:`starts_outer_loop`, ``prox_warm_start``).
 """
 
 from typing import NamedTuple
@@ -317,6 +319,22 @@ def choose_step(settings, revealed, w, dw):
 def moves_prox_centre(settings, round_):
     """Whether the proximal centre moves after round ``round_`` (counted from 1)."""
     return settings.kappa > 0 and round_ % settings.prox_rounds == 0
+
+
+def initial_kappa(settings):
+    """The kappa of the first rounds where it is not the settings' (None: the settings'):
+    0 under ``prox_warm_start`` (bound settings), whose outer loop starts at its first
+    move (:func:`starts_outer_loop`)."""
+    return 0.0 if settings.prox_warm_start and settings.kappa > 0 else None
+
+
+def starts_outer_loop(settings, round_):
+    """Whether the warm-started outer loop (``prox_warm_start``, bound settings) starts
+    after round ``round_``: its first ``prox_rounds`` rounds ran the original problem
+    (kappa 0), and its first centre is the w they reached. w(alpha) does not jump: with
+    c = w and X^T alpha / N = lam w, the rounds' dual map (kappa/mu) c + X^T alpha / (mu N)
+    is w again; each client's v_k = X_k^T alpha / (mu N) takes the factor lam / mu."""
+    return initial_kappa(settings) is not None and round_ == settings.prox_rounds
 
 
 def next_prox_centre(settings, w, centre, last_w):

@@ -17,9 +17,9 @@ import numpy as np
 from hyfdca import _messages as msg
 from hyfdca._certificate import choose_dual_point, choose_point
 from hyfdca._packing import BlockLayout, draw_units
-from hyfdca._round import (choose_step, conjugate_gain, moves_prox_centre,
+from hyfdca._round import (choose_step, conjugate_gain, initial_kappa, moves_prox_centre,
                            new_step_record, next_prox_centre, participants_are_synced,
-                           stalls, step_bits, weakened_outer_loop)
+                           stalls, starts_outer_loop, step_bits, weakened_outer_loop)
 
 
 class Server:
@@ -63,14 +63,14 @@ class Server:
         # the proximal centre c and w at its last move (settings.prox > 0)
         self.prox_centre = np.zeros(self.n_features)
         self.prox_last_w = np.zeros(self.n_features)
-        # prox_adapt: the kappa the rounds run (None: the settings') and the dual's
-        # conjugate term C(alpha) summed from the steps (hyfdca._round.tracked_dual)
-        self.prox_kappa, self.conjugate_total = None, 0.0
+        # the kappa the rounds run (None: the settings'; prox_warm_start, prox_adapt) and
+        # the dual's conjugate term C(alpha) summed from the steps (_round.tracked_dual)
+        self.prox_kappa, self.conjugate_total = initial_kappa(settings), 0.0
 
     @property
     def round_settings(self):
         """The settings the rounds run now (after_stall() once the line search stalled,
-        the kappa prox_adapt left)."""
+        the kappa prox_warm_start or prox_adapt left)."""
         return self.settings.for_round(self.stalled, self.prox_kappa)
 
     # --- set-up ---------------------------------------------------------------------------
@@ -260,7 +260,8 @@ class Server:
         """After round ``round_`` (from 1), whatever took part: move the proximal centre
         where it is due (``_round.next_prox_centre``; w takes the offset's change), after
         prox_adapt's rule (``_round.weakened_outer_loop``: a weaker kappa rescales w and
-        each v_k, and the momentum restarts)."""
+        each v_k, and the momentum restarts); start the warm-started outer loop where due
+        (``_round.starts_outer_loop``)."""
         s = self.round_settings
         if s.prox_adapt and moves_prox_centre(s, round_):
             weakened = weakened_outer_loop(s, self.conjugate_total, self.w, self.prox_centre)
@@ -273,6 +274,11 @@ class Server:
             self.prox_centre, shift, self.prox_last_w = next_prox_centre(
                 s, self.w, self.prox_centre, self.prox_last_w)
             self.w = self.w + shift
+        if starts_outer_loop(self.settings, round_):  # w stays; c = w; v_k take lam / mu
+            self.prox_kappa = self.settings.kappa
+            self.prox_centre, self.prox_last_w = self.w.copy(), self.w.copy()
+            scale = self.settings.lam / self.settings.round_lam
+            self.contribution = [scale * v for v in self.contribution]
 
     # --- a client that lost its state rejoins -----------------------------------------
 

@@ -75,7 +75,7 @@ VARIANTS = {
     # 110 to 80 rounds and news20-like from 400 to 860 (section 6, sixteenth round).
     "auto-full": dict(sigma=1.0, rho="norm", line_search=True, sampling="shared",
                       draw="permuted", aggregation="mean", iic=1.0,
-                      holder_weights="norm-share", prox="auto"),
+                      holder_weights="norm-share", prox="auto", prox_warm_start=True),
     # (its iic is scaled with lam by _preset_values)
     "auto-partial": dict(sigma="safe", rho="norm", line_search=False, sampling="shared",
                          draw="permuted", aggregation="mean", iic=AUTO_PARTIAL_IIC, min_H=10,
@@ -155,6 +155,9 @@ class HyFDCASettings:
     of the centre where the original problem's dual D(alpha), which the server tracks
     from the line search's sums, is below -P(0) / 10, mu falls to mu conj / Q
     (``_round.weakened_outer_loop``; the engines keep the kappa it leaves as state).
+    ``prox_warm_start``: the outer loop's first ``prox_rounds`` rounds run the original
+    problem (kappa 0) and its first centre is the w they reach, not c = 0
+    (``_round.starts_outer_loop``).
     """
 
     loss: str = "hinge"
@@ -182,6 +185,7 @@ class HyFDCASettings:
     prox_rounds: int = 10
     prox_cap: float = PROX_CAP
     prox_adapt: bool = False
+    prox_warm_start: bool = False
     # fields given explicitly to from_variant (kept when bind() re-resolves "auto")
     overridden: tuple = ()
     # filled in by bind(); read through lam_n and sigma_bound, which refuse unbound settings
@@ -267,6 +271,8 @@ class HyFDCASettings:
              f"prox_cap must be a number >= 1, got {self.prox_cap!r}"),
             (self.prox_adapt in (True, False),
              f"prox_adapt must be True or False, got {self.prox_adapt!r}"),
+            (self.prox_warm_start in (True, False),
+             f"prox_warm_start must be True or False, got {self.prox_warm_start!r}"),
             (not self.prox_adapt or self.loss in CLASSIFICATION_LOSSES,
              "prox_adapt compares the dual with P(0) = l(0), which the server knows for "
              f"the classification losses {CLASSIFICATION_LOSSES} only, not {self.loss!r}"),

@@ -147,6 +147,18 @@ def test_resume_after_prox_adapt_weakened_the_outer_loop_gives_the_uninterrupted
     assert state.prox_kappa is not None and state.prox_kappa < 0.3  # the rule fired
 
 
+@pytest.mark.parametrize("engine, crypto", [("protocol", "mask"), ("batched", "plain")])
+def test_resume_before_the_warm_started_outer_loop_starts_gives_the_uninterrupted_bits(
+        tmp_path, engine, crypto):
+    """auto-full's outer loop starts after its first period (prox_warm_start): a run
+    saved after round 3, in that period (kappa 0), starts it after round 4 when resumed,
+    and its clients run the new kappa from their next dual sync."""
+    run = assert_resumed_run_is_uninterrupted(tmp_path, engine, crypto, rounds=7,
+                                              participation="full", prox=0.3, prox_rounds=4)
+    state = run.server if engine == "protocol" else run
+    assert state.prox_kappa == 0.3 and state.round_settings.kappa == 0.3
+
+
 def _objects(value, seen=None):
     """Every object reachable from ``value`` through containers and attributes."""
     seen = set() if seen is None else seen

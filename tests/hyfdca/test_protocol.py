@@ -180,11 +180,13 @@ def test_certificate_matches_pooled_objectives(small):
     X, y = small
     fed = P.hybrid_grid(X, y, 2, 2)
     settings = HyFDCASettings.from_variant("auto", lam=LAM, H=20)
-    run, history = run_hyfdca(fed, settings, max_rounds=5, eval_every=5)
+    # 12 rounds: past the start of auto-full's warm-started outer loop (after round 10)
+    run, history = run_hyfdca(fed, settings, max_rounds=12, eval_every=12)
     alpha = server_alpha(run)
     w = X.T @ alpha / (LAM * len(y))
     # the primal at the proximal iterate (w(alpha) without prox), the dual at w(alpha)
-    point = prox_iterate(run.settings, w, run.server.prox_centre)
+    assert run.server.round_settings.kappa > 0
+    point = prox_iterate(run.server.round_settings, w, run.server.prox_centre)
     primal = LAM / 2 * point @ point + np.mean(np.maximum(0, 1 - y * (X @ point)))
     dual = -LAM / 2 * w @ w + np.mean(alpha * y)
     last = history.last_evaluation

@@ -22,9 +22,11 @@ def grid(cancer):
 
 def settings(**fields):
     """auto at full participation (auto-full) with prox_adapt, a strong outer loop that
-    this data's dual falls under (kappa = 4 lam), the centre moved every 2 rounds."""
+    this data's dual falls under (kappa = 4 lam) from round 1 (no warm start: the fall is
+    the one at c = 0), the centre moved every 2 rounds."""
     return HyFDCASettings.from_variant("auto", **(dict(lam=LAM, H=30, prox=0.2,
-                                                       prox_rounds=2, prox_adapt=True)
+                                                       prox_rounds=2, prox_adapt=True,
+                                                       prox_warm_start=False)
                                                   | fields))
 
 

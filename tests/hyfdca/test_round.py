@@ -276,7 +276,8 @@ def test_the_prox_centre_moves_by_nesterovs_extrapolation():
 
 def test_the_proximal_rounds_keep_w_on_the_proximal_dual_map():
     """With every holder present (horizontal data, full participation) the server's w is
-    (kappa/mu) c + X^T alpha / (mu N) after every round, centre moves included."""
+    (kappa/mu) c + X^T alpha / (mu N) after every round, the outer loop's start and the
+    centre's moves included."""
     from feddata.partition import horizontal
     from hyfdca import BatchedHyFDCA, HyFDCASettings
 
@@ -284,9 +285,12 @@ def test_the_proximal_rounds_keep_w_on_the_proximal_dual_map():
     X, y = rng.normal(size=(90, 5)), np.where(rng.random(90) < 0.5, 1.0, -1.0)
     settings = HyFDCASettings.from_variant("auto", lam=0.01, prox=0.05, prox_rounds=2)
     run = BatchedHyFDCA(horizontal(X, y, 3), settings, seed=0)
-    for _ in range(7):
+    kappas = []
+    for _ in range(7):  # auto-full's warm start: kappa 0 in rounds 1-2, then 0.05
         run.step()
-        mu = 0.06
-        expected = 0.05 / mu * run.prox_centre + X.T @ run.alpha / (mu * 90)
+        kappa = run.round_settings.kappa
+        mu = 0.01 + kappa
+        expected = kappa / mu * run.prox_centre + X.T @ run.alpha / (mu * 90)
         np.testing.assert_allclose(run.w, expected, rtol=1e-8, atol=1e-10)
-    assert np.any(run.prox_centre)
+        kappas.append(kappa)
+    assert kappas == [0.0] + [0.05] * 6 and np.any(run.prox_centre)
