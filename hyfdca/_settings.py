@@ -73,6 +73,9 @@ VARIANTS = {
     # section 6, ninth to eleventh rounds. prox_adapt (weaken the outer loop where the
     # original dual falls) is an option, not in a preset: it takes SMS at lam 1e-5 from
     # 110 to 80 rounds and news20-like from 400 to 860 (section 6, sixteenth round).
+    # auto-full's loop is warm-started (prox_warm_start): its first period runs kappa 0
+    # and its first centre is the w reached, not c = 0, where SMS's dual fell by 44 P*
+    # (section 6, seventeenth round).
     "auto-full": dict(sigma=1.0, rho="norm", line_search=True, sampling="shared",
                       draw="permuted", aggregation="mean", iic=1.0,
                       holder_weights="norm-share", prox="auto", prox_warm_start=True),
