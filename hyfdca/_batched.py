@@ -314,9 +314,8 @@ class BatchedHyFDCA:
                                              counters["round"])
         run.have_point = counters["have_point"]
         run.have_dual_point = counters.get("have_dual_point", False)
-        run.prox_kappa = counters.get("prox_kappa")
+        run._run_kappa(counters.get("prox_kappa"))
         run.conjugate_total = counters.get("conjugate_total", 0.0)
-        run.params = run.params._replace(lam_n=run.round_settings.round_lam_n)
         run.participation.rng.bit_generator.state = counters["participation"]
         return run
 
@@ -345,6 +344,11 @@ class BatchedHyFDCA:
         """The settings the rounds run now (after_stall() once the line search stalled,
         the kappa prox_warm_start or prox_adapt left)."""
         return self.settings.for_round(self.stalled, self.prox_kappa)
+
+    def _run_kappa(self, kappa):
+        """The rounds run ``kappa`` from now on (None: the settings'): the kernels' mu N."""
+        self.prox_kappa = kappa
+        self.params = self.params._replace(lam_n=self.round_settings.round_lam_n)
 
     def _draw_sizes(self, settings):
         """(H_k per client, the offsets of their draws, room for the draws, room for each
@@ -441,18 +445,17 @@ class BatchedHyFDCA:
         if s.prox_adapt and moves_prox_centre(s, stamp):  # as the message engine
             weakened = weakened_outer_loop(s, self.conjugate_total, self.w, self.prox_centre)
             if weakened is not None:
-                self.prox_kappa, self.w[:], _ = weakened
+                kappa, self.w[:], _ = weakened
+                self._run_kappa(kappa)
                 self.prox_last_w = self.w.copy()
                 s = self.round_settings
-                self.params = self.params._replace(lam_n=s.round_lam_n)
         if moves_prox_centre(s, stamp):  # at the round's end, as the message engine
             self.prox_centre, shift, self.prox_last_w = next_prox_centre(
                 s, self.w, self.prox_centre, self.prox_last_w)
             self.w += shift
         if starts_outer_loop(self.settings, stamp):  # w stays; c = w
-            self.prox_kappa = self.settings.kappa
+            self._run_kappa(self.settings.kappa)
             self.prox_centre, self.prox_last_w = self.w.copy(), self.w.copy()
-            self.params = self.params._replace(lam_n=self.round_settings.round_lam_n)
         if plan.second_inner_product:  # at the w the next round starts from
             kern.inner_products(avail, B, P, R, cur, True, self.w, X.wk)
             self._check("an inner product")

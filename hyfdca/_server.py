@@ -266,19 +266,24 @@ class Server:
         if s.prox_adapt and moves_prox_centre(s, round_):
             weakened = weakened_outer_loop(s, self.conjugate_total, self.w, self.prox_centre)
             if weakened is not None:
-                self.prox_kappa, self.w, scale = weakened
-                self.contribution = [scale * v for v in self.contribution]
+                kappa, self.w, scale = weakened
+                self._run_kappa(kappa, scale)
                 self.prox_last_w = self.w.copy()
                 s = self.round_settings
         if moves_prox_centre(s, round_):
             self.prox_centre, shift, self.prox_last_w = next_prox_centre(
                 s, self.w, self.prox_centre, self.prox_last_w)
             self.w = self.w + shift
-        if starts_outer_loop(self.settings, round_):  # w stays; c = w; v_k take lam / mu
-            self.prox_kappa = self.settings.kappa
+        if starts_outer_loop(self.settings, round_):  # w stays; c = w
+            self._run_kappa(self.settings.kappa, self.settings.lam / self.settings.round_lam)
             self.prox_centre, self.prox_last_w = self.w.copy(), self.w.copy()
-            scale = self.settings.lam / self.settings.round_lam
-            self.contribution = [scale * v for v in self.contribution]
+
+    def _run_kappa(self, kappa, scale):
+        """The rounds run ``kappa`` from now on, alpha kept: each v_k = (X^k)^T alpha /
+        (mu N) takes the factor ``scale`` = mu / mu'; the clients learn kappa with their
+        next dual sync."""
+        self.prox_kappa = kappa
+        self.contribution = [scale * v for v in self.contribution]
 
     # --- a client that lost its state rejoins -----------------------------------------
 

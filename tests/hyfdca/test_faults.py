@@ -8,6 +8,7 @@ from feddata import partition as P
 from hyfdca import (CertificateError, FaultyTransport, HyFDCARun, HyFDCASettings,
                     InProcessTransport, MissingReplies, run_hyfdca)
 from hyfdca._certificate import POINT_STEPS
+from server_accounting import assert_w_accounts_for_each_client  # beside this file
 
 
 @pytest.fixture(scope="module")
@@ -225,20 +226,6 @@ def test_a_certificate_that_cannot_reach_everyone_is_named(grid):
 
 
 # --- a client that loses its state rejoins ------------------------------------------------
-
-def assert_w_accounts_for_each_client(run):
-    """w = (kappa/mu) c + sum_k v_k (no offset without prox), and the server's v_k of every
-    client is (X^k)^T alpha^(k) / (mu N) at the client's own settled copy of alpha: no
-    contribution counted twice or lost."""
-    server, s = run.server, run.settings
-    total = s.kappa / s.round_lam * server.prox_centre
-    for k, client in enumerate(run.clients):
-        alpha = client.settled_alpha(server.client_step[k])
-        np.testing.assert_allclose(server.contribution[k],
-                                   client.X.T @ alpha / s.round_lam_n, atol=1e-9)
-        total[server.feature_ids[k]] += server.contribution[k]
-    np.testing.assert_allclose(server.w, total, atol=1e-9)
-
 
 def test_the_server_accounts_for_each_clients_contribution(grid):
     run = HyFDCARun(grid, partial(), crypto="mask")

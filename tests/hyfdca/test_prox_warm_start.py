@@ -10,6 +10,7 @@ import pytest
 from feddata import partition as P
 from hyfdca import BatchedHyFDCA, HyFDCARun, HyFDCASettings
 from hyfdca._round import initial_kappa, starts_outer_loop, tracked_dual
+from server_accounting import assert_w_accounts_for_each_client  # beside this file
 
 LAM, KAPPA, PERIOD = 0.05, 0.2, 3
 
@@ -94,18 +95,10 @@ def test_the_servers_v_k_take_the_new_mu_at_the_start(grid):
     (mu N) at the rounds' mu, before and after the start (a rejoining client's new v_k
     replaces it: it must be at the same mu)."""
     run = HyFDCARun(grid, settings(), crypto="mask")
-    server = run.server
     for _ in range(PERIOD + 2):
         run.step()
-        s = server.round_settings
-        total = s.kappa / s.round_lam * server.prox_centre
-        for k, client in enumerate(run.clients):
-            alpha = client.settled_alpha(server.client_step[k])
-            np.testing.assert_allclose(server.contribution[k],
-                                       client.X.T @ alpha / s.round_lam_n, atol=1e-9)
-            total[server.feature_ids[k]] += server.contribution[k]
-        np.testing.assert_allclose(server.w, total, atol=1e-9)
-    assert server.round_settings.kappa == KAPPA
+        assert_w_accounts_for_each_client(run)
+    assert run.server.round_settings.kappa == KAPPA
 
 
 def test_settings_refuse_a_warm_start_that_is_not_a_bool():
