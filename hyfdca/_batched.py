@@ -249,6 +249,9 @@ class BatchedHyFDCA:
         # the kappa the rounds run (None: the settings'; prox_warm_start, prox_adapt) and
         # the dual's conjugate term C(alpha) summed from the steps (_round.tracked_dual)
         self.prox_kappa, self.conjugate_total = initial_kappa(s), 0.0
+        # the proximal problem the last round solved (its kappa and centre, before a
+        # move at its end): a certificate certifies its iterate (_certificate.prox_iterate)
+        self.solved_kappa, self.solved_centre = self.round_settings.kappa, self.prox_centre
         # per-round buffers kept between rounds (a fresh allocation costs page faults)
         self.avail_mask = np.zeros(K, dtype=bool)
         self.shares = np.zeros((line_search_term_count(s), K))
@@ -271,9 +274,10 @@ class BatchedHyFDCA:
         counters = dict(version=self.version, token=self.token, round=self.round,
                         have_point=self.have_point, have_dual_point=self.have_dual_point,
                         stalled=self.stalled, prox_kappa=self.prox_kappa,
-                        conjugate_total=self.conjugate_total,
+                        conjugate_total=self.conjugate_total, solved_kappa=self.solved_kappa,
                         participation=self.participation.rng.bit_generator.state)
-        arrays = dict(arrays, counters=np.array(json.dumps(counters)))
+        arrays = dict(arrays, solved_centre=self.solved_centre,
+                      counters=np.array(json.dumps(counters)))
         buffer = io.BytesIO()
         np.savez(buffer, **arrays)
         return {"engine.npz": buffer.getvalue()}
@@ -310,12 +314,18 @@ class BatchedHyFDCA:
                     raise CheckpointError(f"{path}: {key} has shape {saved[key].shape}, "
                                           f"this run's {target.shape}")
                 target[...] = saved[key]
+            saved_solved_centre = (np.array(saved["solved_centre"])
+                                   if "solved_centre" in saved.files else None)
         run.version, run.token, run.round = (counters["version"], counters["token"],
                                              counters["round"])
         run.have_point = counters["have_point"]
         run.have_dual_point = counters.get("have_dual_point", False)
         run._run_kappa(counters.get("prox_kappa"))
         run.conjugate_total = counters.get("conjugate_total", 0.0)
+        # (a checkpoint from before the solved problem was kept: the rounds' own)
+        run.solved_kappa = counters.get("solved_kappa", run.round_settings.kappa)
+        run.solved_centre = (saved_solved_centre if saved_solved_centre is not None
+                             else run.prox_centre)
         run.participation.rng.bit_generator.state = counters["participation"]
         return run
 
@@ -442,6 +452,7 @@ class BatchedHyFDCA:
                     participants_are_synced(m, s, self.frac_bits), self.version)
         dw *= g  # w + g dw, as the protocol's server computes it, without temporaries
         self.w += dw
+        self.solved_kappa, self.solved_centre = s.kappa, self.prox_centre
         if s.prox_adapt and moves_prox_centre(s, stamp):  # as the message engine
             weakened = weakened_outer_loop(s, self.conjugate_total, self.w, self.prox_centre)
             if weakened is not None:
@@ -494,7 +505,7 @@ class BatchedHyFDCA:
         w_alpha = np.empty(self.n_features)
         kern.aggregate_features(v, B.hold_feat, w_alpha)
         del v
-        w = prox_iterate(self.round_settings, w_alpha, self.prox_centre)
+        w = prox_iterate(s.lam, self.solved_kappa, w_alpha, self.solved_centre)
         z = np.empty(n_hold)
         sums = np.empty((SEGMENT_SUMS, self.n_clients))
         kern.certificate_sums(B, P, eval_alpha, w, self.scratch.wk,

@@ -432,7 +432,8 @@ class HyFDCARun:
                            lambda k: server.dual_sync(k, commit=False),
                            lambda k, reply: v.__setitem__(k, reply.v))
             w_alpha = server.aggregate_primal([v[k] for k in everyone])
-            w = prox_iterate(server.round_settings, w_alpha, server.prox_centre)
+            w = prox_iterate(self.settings.lam, server.solved_kappa, w_alpha,
+                             server.solved_centre)
             self._exchange("certificate: inner products", everyone,
                            lambda k: msg.WeightsAndRequest(
                                w[server.feature_ids[k]], np.arange(server.sample_ids[k].size),

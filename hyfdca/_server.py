@@ -66,6 +66,9 @@ class Server:
         # the kappa the rounds run (None: the settings'; prox_warm_start, prox_adapt) and
         # the dual's conjugate term C(alpha) summed from the steps (_round.tracked_dual)
         self.prox_kappa, self.conjugate_total = initial_kappa(settings), 0.0
+        # the proximal problem the last round solved (its kappa and centre, before a
+        # move at its end): a certificate certifies its iterate (_certificate.prox_iterate)
+        self.solved_kappa, self.solved_centre = self.round_settings.kappa, self.prox_centre
 
     @property
     def round_settings(self):
@@ -104,6 +107,8 @@ class Server:
 
     def load_state(self, state):
         vars(self).update(state)
+        if "solved_centre" not in state:  # from before the solved problem was kept
+            self.solved_kappa, self.solved_centre = self.round_settings.kappa, self.prox_centre
 
     # --- dual sync ---------------------------------------------------------------------
 
@@ -261,8 +266,10 @@ class Server:
         where it is due (``_round.next_prox_centre``; w takes the offset's change), after
         prox_adapt's rule (``_round.weakened_outer_loop``: a weaker kappa rescales w and
         each v_k, and the momentum restarts); start the warm-started outer loop where due
-        (``_round.starts_outer_loop``)."""
+        (``_round.starts_outer_loop``). The round's problem (kappa, c) is kept first, for
+        a certificate."""
         s = self.round_settings
+        self.solved_kappa, self.solved_centre = s.kappa, self.prox_centre
         if s.prox_adapt and moves_prox_centre(s, round_):
             weakened = weakened_outer_loop(s, self.conjugate_total, self.w, self.prox_centre)
             if weakened is not None:

@@ -65,7 +65,8 @@ def test_the_point_never_rises_and_is_what_it_claims(grid):
         # the primal claimed is the pooled primal of the point returned (fixed-point 2^-32)
         assert cert.primal == pytest.approx(pooled_primal(grid, cert.w), abs=1e-7)
         # the segment's other end: w(alpha), or the proximal iterate where prox > 0
-        iterate = prox_iterate(run.settings, pooled_w(grid, run.alpha), run.prox_centre)
+        iterate = prox_iterate(LAM, run.solved_kappa, pooled_w(grid, run.alpha),
+                               run.solved_centre)
         assert cert.iterate_primal == pytest.approx(pooled_primal(grid, iterate), abs=1e-7)
     assert chose_inside  # the segment found points better than both ends
 
@@ -101,6 +102,56 @@ def test_both_engines_certify_the_same_points(grid):
         assert (ca.primal, ca.dual, ca.iterate_primal, ca.iterate_dual) == (
             cb.primal, cb.dual, cb.iterate_primal, cb.iterate_dual)
         np.testing.assert_array_equal(ca.w, cb.w)
+
+
+def outer_loop(**fields):
+    """Full participation with a fixed proximal outer loop (mu = 5 lam), the centre
+    moved after every second round."""
+    return HyFDCASettings.from_variant("auto", lam=LAM, prox=4 * LAM, prox_rounds=2,
+                                       prox_warm_start=False, **fields)
+
+
+def test_a_move_of_the_centre_certifies_the_iterate_before_it(grid):
+    """After a round whose end moves the centre (rounds 2 and 4 here), the certificate
+    offers the iterate of the problem that round solved: at full participation the
+    server's w before the move (``prox_last_w``, the outer loop's x_k), not its w after
+    (which holds the offset of the extrapolated centre). Between moves it is the
+    server's w. Both engines, the same bits."""
+    s = outer_loop(iic=0.5)
+    runs = {"protocol": HyFDCARun(grid, s, seed=3), "batched": BatchedHyFDCA(grid, s, seed=3)}
+    certified = {}
+    for name, run in runs.items():
+        state = run.server if name == "protocol" else run
+        certified[name] = []
+        for round_ in range(1, 6):
+            run.step()
+            cert = run.certificate()
+            certified[name].append(cert)
+            if round_ % 2 == 0:  # moved: x_k, and not the w after the move
+                assert cert.iterate_primal == pytest.approx(
+                    pooled_primal(grid, state.prox_last_w), abs=1e-7)
+                assert abs(cert.iterate_primal - pooled_primal(grid, state.w)) > 1e-3
+            else:
+                assert cert.iterate_primal == pytest.approx(pooled_primal(grid, state.w),
+                                                            abs=1e-7)
+    for ca, cb in zip(certified["protocol"], certified["batched"]):
+        assert (ca.primal, ca.dual, ca.iterate_primal, ca.iterate_dual) == (
+            cb.primal, cb.dual, cb.iterate_primal, cb.iterate_dual)
+
+
+@pytest.mark.parametrize("engine", [HyFDCARun, BatchedHyFDCA])
+def test_a_checkpoint_after_a_move_keeps_the_problem_the_round_solved(grid, tmp_path, engine):
+    """A run restored from a checkpoint written after a moving round certifies the
+    point the uninterrupted run certifies there (the solved kappa and centre are saved)."""
+    s = outer_loop(iic=0.5)
+    run = engine(grid, s, seed=3)
+    for _ in range(4):
+        run.step()
+    for name, data in run.checkpoint_files().items():
+        (tmp_path / name).write_bytes(data)
+    restored = engine.from_checkpoint(tmp_path, grid, s, seed=3)
+    a, b = run.certificate(), restored.certificate()
+    assert (a.primal, a.dual, a.iterate_primal) == (b.primal, b.dual, b.iterate_primal)
 
 
 def test_a_client_that_lost_the_point_margins_resets_the_point(grid):

@@ -185,8 +185,9 @@ def test_certificate_matches_pooled_objectives(small):
     alpha = server_alpha(run)
     w = X.T @ alpha / (LAM * len(y))
     # the primal at the proximal iterate (w(alpha) without prox), the dual at w(alpha)
-    assert run.server.round_settings.kappa > 0
-    point = prox_iterate(run.server.round_settings, w, run.server.prox_centre)
+    kappa = run.server.round_settings.kappa
+    assert kappa > 0
+    point = prox_iterate(LAM, kappa, w, run.server.prox_centre)  # round 12 did not move
     primal = LAM / 2 * point @ point + np.mean(np.maximum(0, 1 - y * (X @ point)))
     dual = -LAM / 2 * w @ w + np.mean(alpha * y)
     last = history.last_evaluation
