@@ -39,8 +39,8 @@ from hyfdca import _batched_kernels as kern
 from hyfdca._batched_layout import (Blocks, Draws, Duals, Params, RoundArrays, Scratch,
                                     UnionHoldings, structure_arrays)
 from hyfdca._certificate import (DUAL_SUMS, PRIMAL_SUMS, SEGMENT_SUMS, Certificate,
-                                  checked_certificate, choose_dual_point, choose_point,
-                                  larger_l1, next_point_values, prox_iterate)
+                                  certified_problem, checked_certificate, choose_dual_point,
+                                  choose_point, larger_l1, next_point_values, prox_iterate)
 from hyfdca._checkpoint import CheckpointError
 from hyfdca._draws import sample_units, stream_key
 from hyfdca._encoding_range import check_encoding_range
@@ -505,7 +505,9 @@ class BatchedHyFDCA:
         w_alpha = np.empty(self.n_features)
         kern.aggregate_features(v, B.hold_feat, w_alpha)
         del v
-        w = prox_iterate(s.lam, self.solved_kappa, w_alpha, self.solved_centre)
+        kappa, centre = certified_problem(s, (self.solved_kappa, self.solved_centre),
+                                          (self.round_settings.kappa, self.prox_centre))
+        w = prox_iterate(s.lam, kappa, w_alpha, centre)
         z = np.empty(n_hold)
         sums = np.empty((SEGMENT_SUMS, self.n_clients))
         kern.certificate_sums(B, P, eval_alpha, w, self.scratch.wk,

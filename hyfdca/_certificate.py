@@ -5,8 +5,8 @@ forged share, an encoding error), never that the run converged.
 It also holds the certified points (docs/algorithm.md section 3): the primal model a
 certificate certifies is the best point of the segment between the last certified point
 w_c and this certificate's w(alpha), w_c <- c w(alpha) + (1 - c) w_c with c in
-``POINT_STEPS`` minimising P (with ``prox`` > 0, the proximal iterate of the last
-round's problem in place of w(alpha): :func:`prox_iterate`); its lower bound is D at
+``POINT_STEPS`` minimising P (with ``prox`` > 0, a proximal iterate in place of
+w(alpha): :func:`certified_problem`, :func:`prox_iterate`); its lower bound is D at
 the certified dual point, the best point of the segment between the last one alpha_c
 and this certificate's alpha, alpha_c <- t alpha + (1 - t) alpha_c with t in
 ``POINT_STEPS`` maximising D (the conjugate's domain, a box for the classification
@@ -72,14 +72,21 @@ def segment_objective_sums(code, z, z_point, y, alpha, alpha_point, weight, smoo
                                                        y[i], smoothing)
 
 
+def certified_problem(settings, solved, current):
+    """The (kappa, c) whose proximal iterate a certificate offers: ``solved``, the
+    problem the last round solved (before a move of the centre at its end: the outer
+    loop's iterate x_k), under ``settings.certify_outer_iterate``; else ``current``, the
+    rounds' problem now (after such a move)."""
+    return solved if settings.certify_outer_iterate else current
+
+
 def prox_iterate(lam, kappa, w_alpha, centre):
     """The primal point a certificate offers beside the certified point: w(alpha) =
-    X^T alpha / (lam N), or, where the last round solved the proximal problem about the
+    X^T alpha / (lam N), or, where the rounds solve the proximal problem about the
     centre c (kappa > 0, ``hyfdca._round.next_prox_centre``), that problem's iterate
-    x = (kappa/mu) c + (lam/mu) w(alpha), mu = lam + kappa: the outer loop's iterate,
-    with the c and kappa of that round, before a move of the centre at its end (the
-    engines keep them as ``solved_kappa``, ``solved_centre``). D(alpha) is always the
-    original problem's, on w(alpha)."""
+    x = (kappa/mu) c + (lam/mu) w(alpha), mu = lam + kappa, with the kappa and c of
+    :func:`certified_problem`. D(alpha) is always the original problem's, on
+    w(alpha)."""
     if kappa <= 0:
         return w_alpha
     mu = lam + kappa

@@ -38,7 +38,8 @@ from crypto import DealtKeys, deal_keys, masked_total
 from feddata import Participation
 from hyfdca import _messages as msg
 from hyfdca._certificate import (DUAL_SUMS, PRIMAL_SUMS, SEGMENT_SUMS, Certificate,
-                                  checked_certificate, larger_l1, prox_iterate)
+                                  certified_problem, checked_certificate, larger_l1,
+                                  prox_iterate)
 from hyfdca._checkpoint import CheckpointError, pickled, unpickled
 from hyfdca._encoding_range import (LANE_BITS, check_encoding_range, check_slot_capacity,
                                     packing_options)
@@ -432,8 +433,10 @@ class HyFDCARun:
                            lambda k: server.dual_sync(k, commit=False),
                            lambda k, reply: v.__setitem__(k, reply.v))
             w_alpha = server.aggregate_primal([v[k] for k in everyone])
-            w = prox_iterate(self.settings.lam, server.solved_kappa, w_alpha,
-                             server.solved_centre)
+            kappa, centre = certified_problem(
+                self.settings, (server.solved_kappa, server.solved_centre),
+                (server.round_settings.kappa, server.prox_centre))
+            w = prox_iterate(self.settings.lam, kappa, w_alpha, centre)
             self._exchange("certificate: inner products", everyone,
                            lambda k: msg.WeightsAndRequest(
                                w[server.feature_ids[k]], np.arange(server.sample_ids[k].size),

@@ -75,10 +75,12 @@ VARIANTS = {
     # 110 to 80 rounds and news20-like from 400 to 860 (section 6, sixteenth round).
     # auto-full's loop is warm-started (prox_warm_start): its first period runs kappa 0
     # and its first centre is the w reached, not c = 0, where SMS's dual fell by 44 P*
-    # (section 6, seventeenth round).
+    # (section 6, seventeenth round). Its certificates certify the outer loop's iterate
+    # (certify_outer_iterate; section 6, eighteenth round).
     "auto-full": dict(sigma=1.0, rho="norm", line_search=True, sampling="shared",
                       draw="permuted", aggregation="mean", iic=1.0,
-                      holder_weights="norm-share", prox="auto", prox_warm_start=True),
+                      holder_weights="norm-share", prox="auto", prox_warm_start=True,
+                      certify_outer_iterate=True),
     # (its iic is scaled with lam by _preset_values)
     "auto-partial": dict(sigma="safe", rho="norm", line_search=False, sampling="shared",
                          draw="permuted", aggregation="mean", iic=AUTO_PARTIAL_IIC, min_H=10,
@@ -160,7 +162,10 @@ class HyFDCASettings:
     (``_round.weakened_outer_loop``; the engines keep the kappa it leaves as state).
     ``prox_warm_start``: the outer loop's first ``prox_rounds`` rounds run the original
     problem (kappa 0) and its first centre is the w they reach, not c = 0
-    (``_round.starts_outer_loop``).
+    (``_round.starts_outer_loop``). ``certify_outer_iterate``: a certificate offers the
+    iterate of the proximal problem the last round solved (before a move of the centre
+    at its end: the outer loop's x_k), not that of the rounds' problem after the move
+    (``_certificate.certified_problem``).
     """
 
     loss: str = "hinge"
@@ -189,6 +194,7 @@ class HyFDCASettings:
     prox_cap: float = PROX_CAP
     prox_adapt: bool = False
     prox_warm_start: bool = False
+    certify_outer_iterate: bool = False
     # fields given explicitly to from_variant (kept when bind() re-resolves "auto")
     overridden: tuple = ()
     # filled in by bind(); read through lam_n and sigma_bound, which refuse unbound settings
@@ -276,6 +282,9 @@ class HyFDCASettings:
              f"prox_adapt must be True or False, got {self.prox_adapt!r}"),
             (self.prox_warm_start in (True, False),
              f"prox_warm_start must be True or False, got {self.prox_warm_start!r}"),
+            (self.certify_outer_iterate in (True, False),
+             "certify_outer_iterate must be True or False, got "
+             f"{self.certify_outer_iterate!r}"),
             (not self.prox_adapt or self.loss in CLASSIFICATION_LOSSES,
              "prox_adapt compares the dual with P(0) = l(0), which the server knows for "
              f"the classification losses {CLASSIFICATION_LOSSES} only, not {self.loss!r}"),

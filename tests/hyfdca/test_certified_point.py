@@ -64,9 +64,10 @@ def test_the_point_never_rises_and_is_what_it_claims(grid):
         previous = cert.primal
         # the primal claimed is the pooled primal of the point returned (fixed-point 2^-32)
         assert cert.primal == pytest.approx(pooled_primal(grid, cert.w), abs=1e-7)
-        # the segment's other end: w(alpha), or the proximal iterate where prox > 0
-        iterate = prox_iterate(LAM, run.solved_kappa, pooled_w(grid, run.alpha),
-                               run.solved_centre)
+        # the segment's other end: w(alpha), or the proximal iterate where prox > 0 (the
+        # rounds' problem now: the partial presets do not certify the outer iterate)
+        iterate = prox_iterate(LAM, run.round_settings.kappa, pooled_w(grid, run.alpha),
+                               run.prox_centre)
         assert cert.iterate_primal == pytest.approx(pooled_primal(grid, iterate), abs=1e-7)
     assert chose_inside  # the segment found points better than both ends
 
@@ -111,13 +112,24 @@ def outer_loop(**fields):
                                        prox_warm_start=False, **fields)
 
 
-def test_a_move_of_the_centre_certifies_the_iterate_before_it(grid):
+def test_auto_full_certifies_the_outer_iterate_and_the_partial_presets_do_not():
+    assert HyFDCASettings.from_variant("auto").certify_outer_iterate
+    for fraction in (0.9, 0.5, 0.1):
+        assert not HyFDCASettings.from_variant("auto", participation="fraction",
+                                               fraction=fraction).certify_outer_iterate
+    with pytest.raises(ValueError, match="certify_outer_iterate must be True or False"):
+        settings(certify_outer_iterate="yes")
+
+
+@pytest.mark.parametrize("outer", [True, False])
+def test_a_move_of_the_centre_certifies_the_iterate_before_it(grid, outer):
     """After a round whose end moves the centre (rounds 2 and 4 here), the certificate
-    offers the iterate of the problem that round solved: at full participation the
-    server's w before the move (``prox_last_w``, the outer loop's x_k), not its w after
-    (which holds the offset of the extrapolated centre). Between moves it is the
-    server's w. Both engines, the same bits."""
-    s = outer_loop(iic=0.5)
+    offers the iterate of the problem that round solved (``certify_outer_iterate``, in
+    auto-full): at full participation the server's w before the move (``prox_last_w``,
+    the outer loop's x_k), not its w after (which holds the offset of the extrapolated
+    centre); without it, the w after. Between moves it is the server's w. Both engines,
+    the same bits."""
+    s = outer_loop(iic=0.5, certify_outer_iterate=outer)
     runs = {"protocol": HyFDCARun(grid, s, seed=3), "batched": BatchedHyFDCA(grid, s, seed=3)}
     certified = {}
     for name, run in runs.items():
@@ -127,10 +139,12 @@ def test_a_move_of_the_centre_certifies_the_iterate_before_it(grid):
             run.step()
             cert = run.certificate()
             certified[name].append(cert)
-            if round_ % 2 == 0:  # moved: x_k, and not the w after the move
-                assert cert.iterate_primal == pytest.approx(
-                    pooled_primal(grid, state.prox_last_w), abs=1e-7)
-                assert abs(cert.iterate_primal - pooled_primal(grid, state.w)) > 1e-3
+            if round_ % 2 == 0:  # moved: x_k, and not the w after the move (or the reverse)
+                offered, other = ((state.prox_last_w, state.w) if outer
+                                  else (state.w, state.prox_last_w))
+                assert cert.iterate_primal == pytest.approx(pooled_primal(grid, offered),
+                                                            abs=1e-7)
+                assert abs(cert.iterate_primal - pooled_primal(grid, other)) > 1e-3
             else:
                 assert cert.iterate_primal == pytest.approx(pooled_primal(grid, state.w),
                                                             abs=1e-7)
