@@ -249,9 +249,9 @@ class BatchedHyFDCA:
         # the kappa the rounds run (None: the settings'; prox_warm_start, prox_adapt) and
         # the dual's conjugate term C(alpha) summed from the steps (_round.tracked_dual)
         self.prox_kappa, self.conjugate_total = initial_kappa(s), 0.0
-        # the proximal problem the last round solved (its kappa and centre, before a
-        # move at its end): a certificate certifies its iterate (_certificate.prox_iterate)
-        self.solved_kappa, self.solved_centre = self.round_settings.kappa, self.prox_centre
+        # the proximal problem (kappa, c) the last round solved, before a move at its end:
+        # a certificate may certify its iterate (_certificate.certified_problem)
+        self.solved_problem = self.rounds_problem()
         # per-round buffers kept between rounds (a fresh allocation costs page faults)
         self.avail_mask = np.zeros(K, dtype=bool)
         self.shares = np.zeros((line_search_term_count(s), K))
@@ -274,9 +274,10 @@ class BatchedHyFDCA:
         counters = dict(version=self.version, token=self.token, round=self.round,
                         have_point=self.have_point, have_dual_point=self.have_dual_point,
                         stalled=self.stalled, prox_kappa=self.prox_kappa,
-                        conjugate_total=self.conjugate_total, solved_kappa=self.solved_kappa,
+                        conjugate_total=self.conjugate_total,
+                        solved_kappa=self.solved_problem[0],
                         participation=self.participation.rng.bit_generator.state)
-        arrays = dict(arrays, solved_centre=self.solved_centre,
+        arrays = dict(arrays, solved_centre=self.solved_problem[1],
                       counters=np.array(json.dumps(counters)))
         buffer = io.BytesIO()
         np.savez(buffer, **arrays)
@@ -314,18 +315,18 @@ class BatchedHyFDCA:
                     raise CheckpointError(f"{path}: {key} has shape {saved[key].shape}, "
                                           f"this run's {target.shape}")
                 target[...] = saved[key]
-            saved_solved_centre = (np.array(saved["solved_centre"])
-                                   if "solved_centre" in saved.files else None)
+            solved_centre = (np.array(saved["solved_centre"])
+                             if "solved_centre" in saved.files else None)
         run.version, run.token, run.round = (counters["version"], counters["token"],
                                              counters["round"])
         run.have_point = counters["have_point"]
         run.have_dual_point = counters.get("have_dual_point", False)
         run._run_kappa(counters.get("prox_kappa"))
         run.conjugate_total = counters.get("conjugate_total", 0.0)
-        # (a checkpoint from before the solved problem was kept: the rounds' own)
-        run.solved_kappa = counters.get("solved_kappa", run.round_settings.kappa)
-        run.solved_centre = (saved_solved_centre if saved_solved_centre is not None
-                             else run.prox_centre)
+        if solved_centre is not None:  # (before the solved problem was kept: the rounds')
+            run.solved_problem = (counters["solved_kappa"], solved_centre)
+        else:
+            run.solved_problem = run.rounds_problem()
         run.participation.rng.bit_generator.state = counters["participation"]
         return run
 
@@ -354,6 +355,10 @@ class BatchedHyFDCA:
         """The settings the rounds run now (after_stall() once the line search stalled,
         the kappa prox_warm_start or prox_adapt left)."""
         return self.settings.for_round(self.stalled, self.prox_kappa)
+
+    def rounds_problem(self):
+        """(kappa, c) of the proximal problem the rounds solve now."""
+        return self.round_settings.kappa, self.prox_centre
 
     def _run_kappa(self, kappa):
         """The rounds run ``kappa`` from now on (None: the settings'): the kernels' mu N."""
@@ -452,7 +457,7 @@ class BatchedHyFDCA:
                     participants_are_synced(m, s, self.frac_bits), self.version)
         dw *= g  # w + g dw, as the protocol's server computes it, without temporaries
         self.w += dw
-        self.solved_kappa, self.solved_centre = s.kappa, self.prox_centre
+        self.solved_problem = self.rounds_problem()
         if s.prox_adapt and moves_prox_centre(s, stamp):  # as the message engine
             weakened = weakened_outer_loop(s, self.conjugate_total, self.w, self.prox_centre)
             if weakened is not None:
@@ -505,8 +510,7 @@ class BatchedHyFDCA:
         w_alpha = np.empty(self.n_features)
         kern.aggregate_features(v, B.hold_feat, w_alpha)
         del v
-        kappa, centre = certified_problem(s, (self.solved_kappa, self.solved_centre),
-                                          (self.round_settings.kappa, self.prox_centre))
+        kappa, centre = certified_problem(s, self.solved_problem, self.rounds_problem())
         w = prox_iterate(s.lam, kappa, w_alpha, centre)
         z = np.empty(n_hold)
         sums = np.empty((SEGMENT_SUMS, self.n_clients))

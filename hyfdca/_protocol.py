@@ -433,9 +433,8 @@ class HyFDCARun:
                            lambda k: server.dual_sync(k, commit=False),
                            lambda k, reply: v.__setitem__(k, reply.v))
             w_alpha = server.aggregate_primal([v[k] for k in everyone])
-            kappa, centre = certified_problem(
-                self.settings, (server.solved_kappa, server.solved_centre),
-                (server.round_settings.kappa, server.prox_centre))
+            kappa, centre = certified_problem(self.settings, server.solved_problem,
+                                              server.rounds_problem())
             w = prox_iterate(self.settings.lam, kappa, w_alpha, centre)
             self._exchange("certificate: inner products", everyone,
                            lambda k: msg.WeightsAndRequest(

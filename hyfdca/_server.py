@@ -66,9 +66,13 @@ class Server:
         # the kappa the rounds run (None: the settings'; prox_warm_start, prox_adapt) and
         # the dual's conjugate term C(alpha) summed from the steps (_round.tracked_dual)
         self.prox_kappa, self.conjugate_total = initial_kappa(settings), 0.0
-        # the proximal problem the last round solved (its kappa and centre, before a
-        # move at its end): a certificate certifies its iterate (_certificate.prox_iterate)
-        self.solved_kappa, self.solved_centre = self.round_settings.kappa, self.prox_centre
+        # the proximal problem (kappa, c) the last round solved, before a move at its end:
+        # a certificate may certify its iterate (_certificate.certified_problem)
+        self.solved_problem = self.rounds_problem()
+
+    def rounds_problem(self):
+        """(kappa, c) of the proximal problem the rounds solve now."""
+        return self.round_settings.kappa, self.prox_centre
 
     @property
     def round_settings(self):
@@ -107,8 +111,8 @@ class Server:
 
     def load_state(self, state):
         vars(self).update(state)
-        if "solved_centre" not in state:  # from before the solved problem was kept
-            self.solved_kappa, self.solved_centre = self.round_settings.kappa, self.prox_centre
+        if "solved_problem" not in state:  # from before the solved problem was kept
+            self.solved_problem = self.rounds_problem()
 
     # --- dual sync ---------------------------------------------------------------------
 
@@ -269,7 +273,7 @@ class Server:
         (``_round.starts_outer_loop``). The round's problem (kappa, c) is kept first, for
         a certificate."""
         s = self.round_settings
-        self.solved_kappa, self.solved_centre = s.kappa, self.prox_centre
+        self.solved_problem = self.rounds_problem()
         if s.prox_adapt and moves_prox_centre(s, round_):
             weakened = weakened_outer_loop(s, self.conjugate_total, self.w, self.prox_centre)
             if weakened is not None:
