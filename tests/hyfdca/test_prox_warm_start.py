@@ -1,5 +1,5 @@
-"""prox_warm_start (in auto-full): the outer loop's first period runs the original problem
-(kappa 0), and its first centre is the w that period reached
+"""prox_warm_start (in auto-full and the scaled line search): the outer loop's first period
+runs the original problem (kappa 0), and its first centre is the w that period reached
 (hyfdca._round.starts_outer_loop)."""
 
 from dataclasses import replace
@@ -22,17 +22,25 @@ def grid(cancer):
 
 
 def settings(**fields):
-    """auto at full participation (auto-full, warm start on) with a strong outer loop
+    """auto (at full participation auto-full, warm start on) with a strong outer loop
     (kappa = 4 lam), its centre moved every PERIOD rounds."""
     return HyFDCASettings.from_variant("auto", **(dict(lam=LAM, H=30, prox=KAPPA,
                                                        prox_rounds=PERIOD) | fields))
 
 
-def test_auto_full_warm_starts_its_outer_loop_and_the_partial_presets_do_not():
+# the regimes whose preset warm-starts: auto-full, and the scaled line search (f >= 0.75)
+WARM_REGIMES = {"full": {}, "fraction 0.9": dict(participation="fraction", fraction=0.9)}
+
+
+def test_auto_full_and_the_scaled_line_search_warm_start_and_the_other_presets_do_not():
     assert HyFDCASettings.from_variant("auto").prox_warm_start
-    for fraction in (0.9, 0.5, 0.1):
-        assert not HyFDCASettings.from_variant("auto", participation="fraction",
-                                               fraction=fraction).prox_warm_start
+    scaled = HyFDCASettings.from_variant("auto", participation="fraction", fraction=0.9)
+    assert scaled.curvature_scaling == "absent-share" and scaled.step_cap == 1.0  # its preset
+    assert scaled.prox_warm_start
+    for fields in (dict(participation="fraction", fraction=0.5),
+                   dict(participation="fraction", fraction=0.1),
+                   dict(participation="cyclic", fraction=1 / 3)):
+        assert not HyFDCASettings.from_variant("auto", **fields).prox_warm_start
 
 
 def test_the_outer_loop_starts_once_after_its_first_period(grid):
@@ -79,22 +87,26 @@ def test_w_stays_the_dual_map_of_alpha_through_the_start(grid, engine):
     assert state.round_settings.kappa > 0.0  # the loop started
 
 
-def test_the_engines_agree_bit_for_bit_through_the_start(grid):
-    a, b = HyFDCARun(grid, settings(), seed=1), BatchedHyFDCA(grid, settings(), seed=1)
+@pytest.mark.parametrize("regime", WARM_REGIMES)
+def test_the_engines_agree_bit_for_bit_through_the_start(grid, regime):
+    fields = WARM_REGIMES[regime]
+    a, b = (HyFDCARun(grid, settings(**fields), seed=1),
+            BatchedHyFDCA(grid, settings(**fields), seed=1))
     for t in range(1, 2 * PERIOD + 2):
         a.step(), b.step()
         np.testing.assert_array_equal(a.server.w, b.w)
         assert a.server.prox_kappa == b.prox_kappa == (0.0 if t < PERIOD else KAPPA)
         np.testing.assert_array_equal(a.server.prox_centre, b.prox_centre)
-    for client in a.clients:
-        assert client.round_settings.kappa == KAPPA  # told with the dual sync
+    for client in a.clients:  # told with the dual sync (every client synced since)
+        assert client.round_settings.kappa == KAPPA
 
 
-def test_the_servers_v_k_take_the_new_mu_at_the_start(grid):
+@pytest.mark.parametrize("regime", WARM_REGIMES)
+def test_the_servers_v_k_take_the_new_mu_at_the_start(grid, regime):
     """w = (kappa/mu) c + sum_k v_k, and each v_k the server keeps is (X^k)^T alpha^(k) /
-    (mu N) at the rounds' mu, before and after the start (a rejoining client's new v_k
-    replaces it: it must be at the same mu)."""
-    run = HyFDCARun(grid, settings(), crypto="mask")
+    (mu N) at the rounds' mu, before and after the start, for the clients absent at the
+    start too (a rejoining client's new v_k replaces it: it must be at the same mu)."""
+    run = HyFDCARun(grid, settings(**WARM_REGIMES[regime]), crypto="mask")
     for _ in range(PERIOD + 2):
         run.step()
         assert_w_accounts_for_each_client(run)
