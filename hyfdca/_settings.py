@@ -93,14 +93,14 @@ VARIANTS = {
     # auto-full's sigma = 1, not the prototype's "safe": the line search bounds the step
     # either way, and sigma = 1 certified faster in the regime matrix at f = 0.9 (hinge;
     # squared and smoothed hinge in a probe: docs/algorithm.md section 6, "Sigma 1").
-    # Its outer loop is warm-started as auto-full's (prox_warm_start: the first 25 rounds
-    # run kappa 0, the first centre is the w they reached; section 6, nineteenth round).
+    # Its outer loop starts at c = 0: warm-started as auto-full's it was faster on SMS at
+    # lam 1e-5 but did not certify news20-like 12x12 (section 6, nineteenth round).
     "scaled-line-search": dict(sigma=1.0, rho="norm", line_search=True,
                                sampling="shared", draw="permuted", aggregation="mean",
                                iic=0.3, curvature_scaling="absent-share",
                                holder_weights="norm-share", prox="strong",
                                prox_cap=CAPPED_PROX_CAP, prox_rounds=25,
-                               prox_warm_start=True, second_inner_product="auto"),
+                               second_inner_product="auto"),
     # The same with its step capped at 0.3 and its iic scaled with lam as auto-partial's
     # (by _preset_values); once its line search stalls (g = 0 in half of the last 100
     # rounds: _round.stalls) the run goes on with auto-partial's rounds for good

@@ -151,13 +151,14 @@ def test_resume_after_prox_adapt_weakened_the_outer_loop_gives_the_uninterrupted
 @pytest.mark.parametrize("participation, fraction", [("full", 1.0), ("fraction", 0.9)])
 def test_resume_before_the_warm_started_outer_loop_starts_gives_the_uninterrupted_bits(
         tmp_path, engine, crypto, participation, fraction):
-    """The outer loop of auto-full and of the scaled line search (f = 0.9) starts after
-    its first period (prox_warm_start): a run saved after round 3, in that period (kappa
+    """A warm-started outer loop (prox_warm_start: auto-full's, and the option at f =
+    0.9) starts after its first period: a run saved after round 3, in that period (kappa
     0), starts it after round 4 when resumed, and its clients run the new kappa from
     their next dual sync."""
     run = assert_resumed_run_is_uninterrupted(tmp_path, engine, crypto, rounds=7,
                                               participation=participation,
-                                              fraction=fraction, prox=0.3, prox_rounds=4)
+                                              fraction=fraction, prox=0.3, prox_rounds=4,
+                                              prox_warm_start=True)
     state = run.server if engine == "protocol" else run
     assert state.prox_kappa == 0.3 and state.round_settings.kappa == 0.3
 

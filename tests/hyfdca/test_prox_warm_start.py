@@ -1,6 +1,6 @@
-"""prox_warm_start (in auto-full and the scaled line search): the outer loop's first period
-runs the original problem (kappa 0), and its first centre is the w that period reached
-(hyfdca._round.starts_outer_loop)."""
+"""prox_warm_start (in auto-full; an option under partial participation): the outer loop's
+first period runs the original problem (kappa 0), and its first centre is the w that
+period reached (hyfdca._round.starts_outer_loop)."""
 
 from dataclasses import replace
 
@@ -28,16 +28,16 @@ def settings(**fields):
                                                        prox_rounds=PERIOD) | fields))
 
 
-# the regimes whose preset warm-starts: auto-full, and the scaled line search (f >= 0.75)
-WARM_REGIMES = {"full": {}, "fraction 0.9": dict(participation="fraction", fraction=0.9)}
+# full participation (auto-full's preset warm-starts) and f = 0.9 (the scaled line
+# search, with the option set)
+WARM_REGIMES = {"full": {}, "fraction 0.9": dict(participation="fraction", fraction=0.9,
+                                                 prox_warm_start=True)}
 
 
-def test_auto_full_and_the_scaled_line_search_warm_start_and_the_other_presets_do_not():
+def test_auto_full_warm_starts_its_outer_loop_and_the_partial_presets_do_not():
     assert HyFDCASettings.from_variant("auto").prox_warm_start
-    scaled = HyFDCASettings.from_variant("auto", participation="fraction", fraction=0.9)
-    assert scaled.curvature_scaling == "absent-share" and scaled.step_cap == 1.0  # its preset
-    assert scaled.prox_warm_start
-    for fields in (dict(participation="fraction", fraction=0.5),
+    for fields in (dict(participation="fraction", fraction=0.9),
+                   dict(participation="fraction", fraction=0.5),
                    dict(participation="fraction", fraction=0.1),
                    dict(participation="cyclic", fraction=1 / 3)):
         assert not HyFDCASettings.from_variant("auto", **fields).prox_warm_start
