@@ -42,8 +42,9 @@ from hyfdca._primal_change import add_row
 from solvers import coordinate_step
 
 STEP_BITS = 16  # a line-search step g is applied as the integer m = g 2^STEP_BITS
-# the line search has stalled once STALL_ZERO_STEPS of the last STALL_WINDOW steps were 0
-STALL_WINDOW, STALL_ZERO_STEPS = 100, 50
+# the line search has stalled once half of the last STALL_WINDOW steps were 0 (of each
+# cyclic subset's steps among them: stalls)
+STALL_WINDOW = 100
 # prox_adapt weakens the outer loop where D(alpha) < -ADAPT_FALL P(0) at a move of the
 # centre (weakened_outer_loop)
 ADAPT_FALL = 0.1
@@ -448,12 +449,17 @@ def new_step_record():
 def stalls(settings, zero_steps, m):
     """Record the round's step m in ``zero_steps`` (the last STALL_WINDOW, oldest first);
     True when the line search of settings that watch for it (``watches_stall``) has
-    stalled: g = 0 in at least STALL_ZERO_STEPS of them (half). Near the optimum the
-    stale part of the line search's linear term outweighs the true gain, which shrinks
+    stalled: g = 0 in at least half of them; under cyclic participation in at least half
+    of each subset's (``stall_turns``: the subsets take turns, so the entries i, i +
+    n, i + 2n, ... of the record are one subset's rounds). Near the optimum the stale part
+    of the line search's linear term outweighs the true gain, which shrinks
     quadratically, and g = 0 wastes the round (docs/algorithm.md section 6, the sixth
-    round); the engines then switch to ``settings.after_stall()`` for good."""
+    round); far from it one cyclic subset may stall alone while the others progress (the
+    twentieth round). The engines then switch to ``settings.after_stall()`` for good."""
     if not settings.watches_stall:
         return False
     zero_steps[:-1] = zero_steps[1:]
     zero_steps[-1] = m == 0
-    return int(np.count_nonzero(zero_steps)) >= STALL_ZERO_STEPS
+    turns = settings.stall_turns
+    return all(2 * np.count_nonzero(zero_steps[i::turns]) >= zero_steps[i::turns].size
+               for i in range(turns))

@@ -357,6 +357,13 @@ class HyFDCASettings:
         (phase A), and with everyone present the line search sees the exact dual."""
         return self.stall_fallback and self.participation != "full"
 
+    @property
+    def stall_turns(self):
+        """The groups of rounds whose line search must each stall (:func:`hyfdca._round.
+        stalls`): the ceil(1/f) subsets that take turns under cyclic participation, where
+        one subset may stall far from the optimum while the others progress; else 1."""
+        return cyclic_subsets(self.fraction) if self.participation == "cyclic" else 1
+
     def for_round(self, stalled, kappa=None):
         """The settings a round runs: :meth:`after_stall` once the line search stalled;
         with ``kappa`` (not None) the outer loop's kappa as ``prox_adapt`` left it."""

@@ -1,17 +1,18 @@
 """The capped line search's fallback (docs/algorithm.md section 6, the sixth round): once
-g = 0 in half of the last 100 rounds the run goes on with auto-partial's rounds for good, in
-both engines alike, through a checkpoint, with no extra message."""
+g = 0 in half of the last 100 rounds (under cyclic participation, in half of each subset's
+rounds among them: the twentieth round) the run goes on with auto-partial's rounds for good,
+in both engines alike, through a checkpoint, with no extra message."""
 
 import numpy as np
 import pytest
 
 from feddata import partition as P
 from hyfdca import BatchedHyFDCA, HyFDCASettings, run_hyfdca
-from hyfdca._round import (STALL_WINDOW, STALL_ZERO_STEPS, STEP_BITS, new_step_record, stalls,
-                           step_bits)
+from hyfdca._round import STALL_WINDOW, STEP_BITS, new_step_record, stalls, step_bits
 
 LAM = 0.05
 ROUNDS = 500  # the stall comes at round 267-432 on these splits
+HALF = STALL_WINDOW // 2
 
 
 @pytest.fixture(scope="module")
@@ -20,11 +21,11 @@ def small(cancer):
     return X[:300], y[:300]
 
 
-def capped(participation="fraction", **overrides):
+def capped(participation="fraction", fraction=0.5, **overrides):
     """The default at fraction 0.5 (iic 0.3 before the fallback, 0.03 and at least 10
     steps after it: every client changes its number of draws)."""
     return HyFDCASettings.from_variant("auto", lam=LAM, participation=participation,
-                                       fraction=0.5, **overrides)
+                                       fraction=fraction, **overrides)
 
 
 def test_after_stall_is_auto_partial_with_the_step_bits_kept():
@@ -52,15 +53,15 @@ def test_after_stall_is_auto_partial_with_the_step_bits_kept():
 def test_a_stall_is_half_of_the_window_at_zero_steps():
     settings = capped()
     record, one = new_step_record(), 1 << STEP_BITS
-    for _ in range(STALL_ZERO_STEPS - 1):
+    for _ in range(HALF - 1):
         assert not stalls(settings, record, 0)
-    for _ in range(STALL_WINDOW - STALL_ZERO_STEPS):
+    for _ in range(STALL_WINDOW - HALF):
         assert not stalls(settings, record, one)
     assert stalls(settings, record, 0)  # the 50th zero while the first is in the window
     record = new_step_record()
-    for _ in range(STALL_ZERO_STEPS - 1):
+    for _ in range(HALF - 1):
         stalls(settings, record, 0)
-    for _ in range(STALL_WINDOW - STALL_ZERO_STEPS + 2):
+    for _ in range(STALL_WINDOW - HALF + 2):
         stalls(settings, record, one)
     assert not stalls(settings, record, 0)  # the first zero has left the window
     # under full participation the line search sees the exact dual: no fallback
@@ -68,6 +69,38 @@ def test_a_stall_is_half_of_the_window_at_zero_steps():
     record = new_step_record()
     assert not any(stalls(full, record, 0) for _ in range(STALL_WINDOW))
     assert not record.any()
+
+
+@pytest.mark.parametrize("fraction, turns", [(0.5, 2), (0.34, 3)])
+def test_under_cyclic_participation_every_subset_must_stall(fraction, turns):
+    """One subset whose every step is 0 is no stall while the others progress, even where
+    its zeros are half of the window (2 subsets); every subset at half zeros is."""
+    settings = capped("cyclic", fraction=fraction)
+    assert settings.stall_turns == turns
+    one = 1 << STEP_BITS
+    record = new_step_record()
+    assert not any(stalls(settings, record, 0 if r % turns == 0 else one)
+                   for r in range(3 * STALL_WINDOW))
+    assert np.count_nonzero(record) >= STALL_WINDOW // turns  # the lone subset's zeros
+    record = new_step_record()
+    assert not any(stalls(settings, record, 0 if r % turns else one)  # all subsets but one
+                   for r in range(3 * STALL_WINDOW))
+    record = new_step_record()
+    fell = [stalls(settings, record, 0 if (r // turns) % 2 else one)  # half of each subset's
+            for r in range(3 * STALL_WINDOW)]
+    assert any(fell)
+    assert capped("fraction").stall_turns == 1
+
+
+def first_stall(steps, turns):
+    """The first round whose last STALL_WINDOW steps hold half of zeros in each of the
+    ``turns`` interleaved subsets (the reference for :func:`stalls`), or None."""
+    zero = np.concatenate([np.zeros(STALL_WINDOW, dtype=bool), np.asarray(steps) == 0])
+    for r in range(len(steps)):
+        window = zero[r + 1:r + 1 + STALL_WINDOW]
+        if all(2 * window[i::turns].sum() >= window[i::turns].size for i in range(turns)):
+            return r
+    return None
 
 
 @pytest.mark.parametrize("name, participation, draw_block", [
@@ -88,10 +121,8 @@ def test_both_engines_fall_back_at_the_same_round_with_the_same_bits(small, name
     assert runs["batched"][1] == runs["protocol"][1]
     np.testing.assert_array_equal(runs["batched"][2], runs["protocol"][2])
     steps = np.array(runs["protocol"][1])
-    stall = int(np.flatnonzero(  # the first round whose window holds half of zeros
-        np.convolve(steps == 0, np.ones(STALL_WINDOW), "full")[:steps.size]
-        >= STALL_ZERO_STEPS)[0])
-    assert 0 < stall < ROUNDS - 20
+    stall = first_stall(steps, settings.stall_turns)
+    assert stall is not None and 0 < stall < ROUNDS - 20
     assert np.all(steps[stall + 1:] == 1.0)  # the fallback's full steps from then on
     assert np.any((steps[:stall] > 0) & (steps[:stall] < 1))  # the capped line search before
 
