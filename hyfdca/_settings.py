@@ -103,7 +103,8 @@ VARIANTS = {
                                second_inner_product="auto"),
     # The same with its step capped at 0.3 and its iic scaled with lam as auto-partial's
     # (by _preset_values); once its line search stalls (g = 0 in half of the last 100
-    # rounds: _round.stalls) the run goes on with auto-partial's rounds for good
+    # rounds, under cyclic participation in half of each subset's: _round.stalls) the
+    # run goes on with auto-partial's rounds for good
     # (HyFDCASettings.after_stall). "auto" where half of the clients or more take part
     # (below AUTO_SCALED_FRACTION) and under cyclic participation with at most 3 subsets
     # (docs/algorithm.md section 4).
