@@ -153,3 +153,25 @@ def test_the_fallback_survives_a_checkpoint(small, tmp_path, participation, capp
         else:  # the fallback's draws per round (max(10, 0.03 |I_k|)), not capped's 0.3 |I_k|
             capped_draws = BatchedHyFDCA(fed, settings).draws.H[0]
             assert resumed.draws.H[0] == 10 < capped_draws == capped_H
+
+
+@pytest.mark.parametrize("engine", ["batched", "protocol"])
+def test_a_run_saved_before_a_cyclic_stall_resumes_to_the_same_stall(small, tmp_path, engine):
+    """The saved record keeps each subset's rounds in their places: a cyclic run saved
+    shortly before its stall, resumed, stalls in the same round with the same bits."""
+    fed = P.vertical(*small, 3)
+    settings = capped("cyclic")
+    whole, history = run_hyfdca(fed, settings, max_rounds=ROUNDS, eval_every=50, seed=0,
+                                engine=engine)
+    stall = first_stall([r["step"] for r in history.rounds], settings.stall_turns)
+    assert stall is not None
+    saved = stall // 50 * 50  # at a certificate: a run's last round is certified
+    assert 100 < saved < stall
+    run_hyfdca(fed, settings, max_rounds=saved, eval_every=50, seed=0, engine=engine,
+               checkpoint=tmp_path)
+    resumed, resumed_history = run_hyfdca(fed, settings, max_rounds=ROUNDS, eval_every=50,
+                                          seed=0, engine=engine, checkpoint=tmp_path,
+                                          resume=True)
+    steps = [r["step"] for r in resumed_history.rounds]
+    assert steps == [r["step"] for r in history.rounds][-len(steps):]
+    np.testing.assert_array_equal(resumed.model, whole.model)
