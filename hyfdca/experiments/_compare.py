@@ -51,19 +51,20 @@ def truncate_by_time(history, budget, latency):
 
 def compare(name, problem, methods, *, rounds, tune_rounds, max_candidates=8,
             baseline_candidates=None, budget_seconds=None, costs=None, latency=0.2575,
-            eval_every=1, time_round_cap=20):
+            eval_every=1, time_round_cap=20, run=run_method):
     """The :class:`Comparison` named ``name``; ``baseline_candidates`` None: as many as
-    ``max_candidates``."""
+    ``max_candidates``. ``run`` runs each method (``run_method``, or a
+    :class:`SavedRuns` that keeps finished runs so that a stopped comparison resumes)."""
     if baseline_candidates is None:
         baseline_candidates = max_candidates
     tunings = {m: tune(m, problem, rounds=tune_rounds,
                        max_candidates=max_candidates if m == "HyFDCA" else baseline_candidates,
                        budget_seconds=budget_seconds, costs=costs, eval_every=eval_every,
-                       seed=problem.seed, stream=name)
+                       seed=problem.seed, stream=name, run=run)
                for m in methods if applicable(m, problem)}
     viable = {m: t for m, t in tunings.items() if t.params is not None}
-    by_iteration = {m: run_method(m, problem, t.params, rounds=rounds, eval_every=eval_every,
-                                  costs=costs) for m, t in viable.items()}
+    by_iteration = {m: run(m, problem, t.params, rounds=rounds, eval_every=eval_every,
+                           costs=costs) for m, t in viable.items()}
     by_time = {}
     if "HyFDCA" in by_iteration:
         budget = by_iteration["HyFDCA"].simulated_time(latency)[-1]
@@ -71,16 +72,16 @@ def compare(name, problem, methods, *, rounds, tune_rounds, max_candidates=8,
             per_round = history.simulated_time(latency)[-1] / max(1, len(history.rounds))
             n = rounds if m == "HyFDCA" else min(time_round_cap * rounds,
                                                    math.ceil(budget / max(per_round, 1e-12)))
-            run = history if n == rounds else run_method(m, problem, viable[m].params,
+            equal_time = history if n == rounds else run(m, problem, viable[m].params,
                                                          rounds=n, eval_every=eval_every,
                                                          costs=costs)
-            by_time[m] = truncate_by_time(run, budget, latency)
+            by_time[m] = truncate_by_time(equal_time, budget, latency)
     at_defaults = {}
     for m, t in viable.items():
         defaults = default_params(m, problem.lam)
         if t.params != defaults:
-            at_defaults[m] = run_method(m, problem, defaults, rounds=rounds,
-                                        eval_every=eval_every, costs=costs)
+            at_defaults[m] = run(m, problem, defaults, rounds=rounds,
+                                 eval_every=eval_every, costs=costs)
     return Comparison(name, tunings, by_iteration, by_time, latency, at_defaults)
 
 

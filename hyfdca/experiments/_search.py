@@ -32,8 +32,10 @@ class Tuning:
 
 
 def tune(method, problem, *, rounds, max_candidates=8, budget_seconds=None, costs=None,
-         eval_every=1, seed=0, stream=""):
-    """Random search for ``method`` on ``problem``; candidate 0 is the method's default."""
+         eval_every=1, seed=0, stream="", run=run_method):
+    """Random search for ``method`` on ``problem``; candidate 0 is the method's default.
+    ``run``: what runs a candidate (``run_method``'s signature; a comparison may pass
+    one that saves its runs)."""
     rng = np.random.default_rng([seed, 7, ALL_METHODS.index(method),
                                  zlib.crc32(stream.encode())])
     start = time.perf_counter()
@@ -45,8 +47,8 @@ def tune(method, problem, *, rounds, max_candidates=8, budget_seconds=None, cost
                   else draw_params(method, rng, problem.lam))
         tried += 1
         try:
-            history = run_method(method, problem, params, rounds=rounds,
-                                 eval_every=eval_every, costs=costs)
+            history = run(method, problem, params, rounds=rounds, eval_every=eval_every,
+                          costs=costs)
         except (OverflowError, FloatingPointError):
             divergent += 1
             continue

@@ -17,7 +17,10 @@ depend on the machine's cores and on ``n_jobs``.
 
 Each comparison is saved as it finishes (``OUTPUT/comparisons/``, with the settings it was
 run with), and a later run into the same folder reuses every saved comparison whose
-settings match: an interrupted suite resumes where it stopped. A saved comparison is
+settings match: an interrupted suite resumes where it stopped. Inside a comparison each
+finished run (a tuning candidate, a long run) is saved too
+(``OUTPUT/comparisons/unfinished/<setting>/``, :class:`SavedRuns`) until the comparison
+is saved whole, so that a comparison stopped part-way resumes from its last finished run. A saved comparison is
 keyed by its setting, methods and options (the per-value costs included: measured costs
 differ from run to run, so only runs with reference costs or none resume) and by a digest
 of the toolkit's source that a comparison can run (not the Flower deployment code), so a
@@ -43,6 +46,7 @@ from hyfdca.experiments._compare import compare
 from hyfdca.experiments._methods import METHODS, Problem
 from hyfdca.experiments._report import (plot_grid, plot_time_breakdown, summary_rows,
                                         tuning_table, verdict_table)
+from hyfdca.experiments._saved_runs import SavedRuns
 from solvers import centralized_solution
 
 FRACTIONS = (0.1, 0.5, 0.9)
@@ -168,9 +172,9 @@ def run_suite(config, output, *, methods=METHODS, costs=None, latency=0.2575, se
     and no real-time budget for the search, so the results are the same bits on every
     machine (give ``costs`` from ``REFERENCE_COSTS`` too). ``n_jobs`` comparisons run at
     once (joblib processes; -1: one per core); ``scheduler``: a Dask scheduler address
-    whose workers run them instead (needs ``dask[distributed]``). Finished comparisons
-    are saved under ``output/comparisons`` and reused by a later call with the same
-    settings (an interrupted suite resumes). ``report_only``: run nothing; draw the
+    whose workers run them instead (needs ``dask[distributed]``). Finished comparisons,
+    and the finished runs of unfinished ones, are saved under ``output/comparisons`` and
+    reused by a later call with the same settings (an interrupted suite resumes). ``report_only``: run nothing; draw the
     figures and tables from the saved comparisons of these settings whatever code ran
     them (say which), or raise ValueError naming those that are missing."""
     if deterministic and config.get("budget_seconds") is not None:
@@ -219,6 +223,8 @@ def run_suite(config, output, *, methods=METHODS, costs=None, latency=0.2575, se
         if loaded is not None:
             done[label], codes[label] = loaded
     todo = [(label, problem) for label, problem in jobs if label not in done]
+    runs = {label: SavedRuns(saved / "unfinished" / _saved_path(saved, label).stem,
+                             fingerprints[label]) for label, _ in todo}
     if report_only:
         if todo:
             raise ValueError(f"report only: no comparison saved in {saved} with these "
@@ -230,14 +236,19 @@ def run_suite(config, output, *, methods=METHODS, costs=None, latency=0.2575, se
         log(f"{len(jobs)} comparisons"
             + (f", {len(done)} reused from {saved}" if done else "") + ", "
             + (f"on the Dask cluster at {scheduler}" if scheduler else f"n_jobs={n_jobs}"))
+        for label, store in runs.items():
+            if store.count():
+                log(f"{label}: resuming from {store.count()} saved runs in {store.folder}")
     with _cluster(scheduler if todo else None):
         results = Parallel(n_jobs=-1 if scheduler else n_jobs,
                            return_as="generator_unordered")(
-            delayed(compare_on_one_blas_thread)(label, problem, methods, **options)
+            delayed(compare_on_one_blas_thread)(label, problem, methods, run=runs[label],
+                                                **options)
             for label, problem in todo)
         for comp in results:   # saved as each finishes
             write_atomic(_saved_path(saved, comp.name),   # fingerprint first, then comp
                          pickled(fingerprints[comp.name]) + pickled(comp))
+            runs[comp.name].remove()
             done[comp.name] = comp
             log(f"compared on {comp.name} ({len(done)}/{len(jobs)})")
     comparisons = [done[label] for label, _ in jobs]

@@ -223,6 +223,83 @@ def test_an_interrupted_suite_resumes_from_its_saved_comparisons(tmp_path, monke
         E.run_suite(dict(config, fractions=(0.5, 0.5)), tmp_path / "stopped", **options)
 
 
+def test_a_comparison_stopped_part_way_resumes_from_its_finished_runs(tmp_path,
+                                                                       monkeypatch):
+    """Inside a comparison each finished run is saved; a suite stopped in the middle of a
+    comparison, run again, computes only the runs it had not finished, gives the bits of
+    an uninterrupted run and then deletes the saved runs."""
+    import hyfdca.experiments._saved_runs as saved_runs
+
+    config = dict(E.QUICK, datasets={"breast_cancer": ("2x2",)}, fractions=(0.5,),
+                  rounds=6, tune_rounds=3, max_candidates=2)
+    options = dict(costs=E.REFERENCE_COSTS["mask"], deterministic=True, log=lambda _: None)
+    real_run, calls = saved_runs.run_method, []
+
+    def counted(method, *args, **kwargs):
+        calls.append(method)
+        return real_run(method, *args, **kwargs)
+
+    def stopped_after_five(*args, **kwargs):
+        if len(calls) == 5:
+            raise KeyboardInterrupt
+        return counted(*args, **kwargs)
+
+    monkeypatch.setattr(saved_runs, "run_method", counted)
+    E.run_suite(config, tmp_path / "whole", **options)
+    every_run = len(calls)
+    assert every_run > 8
+    calls.clear()
+    monkeypatch.setattr(saved_runs, "run_method", stopped_after_five)
+    with pytest.raises(KeyboardInterrupt):
+        E.run_suite(config, tmp_path / "stopped", **options)
+    unfinished = tmp_path / "stopped" / "comparisons" / "unfinished"
+    assert len(list((unfinished / "breast_cancer_2x2_f=0.5").glob("*.pkl"))) == 5
+    calls.clear()
+    said = []
+    monkeypatch.setattr(saved_runs, "run_method", counted)
+    E.run_suite(config, tmp_path / "stopped", **dict(options, log=said.append))
+    assert len(calls) == every_run - 5
+    assert any("breast_cancer 2x2 f=0.5: resuming from 5 saved runs" in s for s in said)
+    assert ((tmp_path / "stopped" / "results.json").read_bytes()
+            == (tmp_path / "whole" / "results.json").read_bytes())
+    assert not unfinished.exists()
+
+
+def test_saved_runs_keep_divergence_and_recompute_what_they_cannot_trust(tmp_path,
+                                                                        monkeypatch, problem):
+    """A run that overflowed raises again without running; another comparison's runs, a
+    damaged file and other arguments are computed again."""
+    import hyfdca.experiments._saved_runs as saved_runs
+
+    calls = []
+
+    def overflowing(method, problem, params, **kwargs):
+        calls.append((method, params))
+        raise OverflowError(f"candidate {params}")
+
+    monkeypatch.setattr(saved_runs, "run_method", overflowing)
+    runs = saved_runs.SavedRuns(tmp_path / "runs", "comparison A")
+    for _ in range(2):
+        with pytest.raises(OverflowError, match="candidate {'a': 1.0}"):
+            runs("FedAvg", problem, {"a": 1.0}, rounds=3)
+    assert len(calls) == 1 and runs.count() == 1
+    with pytest.raises(OverflowError):
+        runs("FedAvg", problem, {"a": 2.0}, rounds=3)
+    with pytest.raises(OverflowError):
+        runs("FedAvg", problem, {"a": 1.0}, rounds=4)
+    other = saved_runs.SavedRuns(tmp_path / "runs", "comparison B")
+    with pytest.raises(OverflowError):
+        other("FedAvg", problem, {"a": 1.0}, rounds=3)
+    assert len(calls) == 4 and runs.count() == 3 and other.count() == 1
+    for path in (tmp_path / "runs").glob("*.pkl"):
+        path.write_bytes(path.read_bytes()[:-20])
+    with pytest.raises(OverflowError):
+        runs("FedAvg", problem, {"a": 1.0}, rounds=3)
+    assert len(calls) == 5
+    runs.remove()
+    assert not (tmp_path / "runs").exists()
+
+
 def test_the_code_digest_leaves_out_only_what_no_comparison_runs(tmp_path, monkeypatch):
     """A change to hyfdca.flower leaves saved comparisons reusable, any other source change
     does not; and a whole suite run in a fresh process loads no module of hyfdca.flower
