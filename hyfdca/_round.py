@@ -461,5 +461,5 @@ def stalls(settings, zero_steps, m):
     zero_steps[:-1] = zero_steps[1:]
     zero_steps[-1] = m == 0
     turns = settings.stall_turns
-    return all(2 * np.count_nonzero(zero_steps[i::turns]) >= zero_steps[i::turns].size
-               for i in range(turns))
+    per_subset = (zero_steps[i::turns] for i in range(turns))
+    return all(2 * np.count_nonzero(steps) >= steps.size for steps in per_subset)
