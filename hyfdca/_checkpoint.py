@@ -27,6 +27,7 @@ import json
 import os
 import pickle
 import shutil
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -44,10 +45,11 @@ class CheckpointError(ValueError):
 
 
 def write_atomic(path, data):
-    """Write ``data`` (bytes) to ``path``: temporary file, fsync, rename."""
+    """Write ``data`` (bytes) to ``path``: a temporary file of its own (two writers of
+    one path never share one), fsync, rename."""
     path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "wb") as handle:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    with os.fdopen(fd, "wb") as handle:
         handle.write(data)
         handle.flush()
         os.fsync(handle.fileno())

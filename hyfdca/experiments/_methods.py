@@ -124,6 +124,10 @@ class Problem:
     deterministic: bool = False  # compute time from operation counts, not the clock
 
 
+# what a run raises when its iterates blow up (a divergent tuning candidate)
+DIVERGENCE_ERRORS = (OverflowError, FloatingPointError)
+
+
 def run_method(method, problem, params, *, rounds, eval_every=1, costs=None):
     """History of ``method`` with ``params`` for ``rounds`` rounds; HyFDCA's rounds are
     charged encryption time from ``costs`` (per-value seconds by operation) if given."""

@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from hyfdca.experiments._gra import grey_relational_grades
-from hyfdca.experiments._methods import ALL_METHODS, default_params, draw_params, run_method
+from hyfdca.experiments._methods import (ALL_METHODS, DIVERGENCE_ERRORS, default_params,
+                                         draw_params, run_method)
 from hyfdca.experiments._metrics import LARGER_IS_BETTER, METRIC_NAMES, diverged, \
     selection_metrics
 
@@ -49,7 +50,7 @@ def tune(method, problem, *, rounds, max_candidates=8, budget_seconds=None, cost
         try:
             history = run(method, problem, params, rounds=rounds, eval_every=eval_every,
                           costs=costs)
-        except (OverflowError, FloatingPointError):
+        except DIVERGENCE_ERRORS:
             divergent += 1
             continue
         if diverged(history):

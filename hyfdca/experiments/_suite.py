@@ -20,10 +20,11 @@ run with), and a later run into the same folder reuses every saved comparison wh
 settings match: an interrupted suite resumes where it stopped. Inside a comparison each
 finished run (a tuning candidate, a long run) is saved too
 (``OUTPUT/comparisons/unfinished/<setting>/``, :class:`SavedRuns`) until the comparison
-is saved whole, so that a comparison stopped part-way resumes from its last finished run. A saved comparison is
-keyed by its setting, methods and options (the per-value costs included: measured costs
-differ from run to run, so only runs with reference costs or none resume) and by a digest
-of the toolkit's source that a comparison can run (not the Flower deployment code), so a
+is saved whole, so that a comparison stopped part-way resumes from its last finished
+run. One output folder takes one suite at a time. A saved comparison is keyed by its
+setting, methods and options (the per-value costs included: measured costs differ from
+run to run, so only runs with reference costs or none resume) and by a digest of the
+toolkit's source that a comparison can run (not the Flower deployment code), so a
 changed code recomputes. ``report_only`` redraws the figures and tables from the saved
 comparisons whatever code ran them, and says which (a changed plot needs no re-run).
 """
@@ -93,6 +94,15 @@ def _cluster(scheduler):
                           "'hyfdca[cluster]'") from err
     with Client(scheduler), parallel_config(backend="dask"):
         yield
+
+
+def _finished(runs):
+    """Delete the saved runs of a saved comparison, and their parent folder if empty."""
+    runs.remove()
+    try:
+        runs.folder.parent.rmdir()
+    except OSError:   # missing, or holding another setting's runs
+        pass
 
 
 def _formats(stem):
@@ -174,12 +184,13 @@ def run_suite(config, output, *, methods=METHODS, costs=None, latency=0.2575, se
     once (joblib processes; -1: one per core); ``scheduler``: a Dask scheduler address
     whose workers run them instead (needs ``dask[distributed]``). Finished comparisons,
     and the finished runs of unfinished ones, are saved under ``output/comparisons`` and
-    reused by a later call with the same settings (an interrupted suite resumes). ``report_only``: run nothing; draw the
-    figures and tables from the saved comparisons of these settings whatever code ran
-    them (say which), or raise ValueError naming those that are missing."""
+    reused by a later call with the same settings (an interrupted suite resumes).
+    ``report_only``: run nothing; draw the figures and tables from the saved comparisons
+    of these settings whatever code ran them (say which), or raise ValueError naming
+    those that are missing."""
     if deterministic and config.get("budget_seconds") is not None:
         config = dict(config, budget_seconds=None)
-    out = Path(output)
+    out = Path(output).resolve()   # the same folder for every worker
     if report_only and not (out / "comparisons").is_dir():
         raise ValueError(f"report only: {out / 'comparisons'} does not exist")
     out.mkdir(parents=True, exist_ok=True)
@@ -224,7 +235,7 @@ def run_suite(config, output, *, methods=METHODS, costs=None, latency=0.2575, se
             done[label], codes[label] = loaded
     todo = [(label, problem) for label, problem in jobs if label not in done]
     runs = {label: SavedRuns(saved / "unfinished" / _saved_path(saved, label).stem,
-                             fingerprints[label]) for label, _ in todo}
+                             fingerprints[label]) for label, _ in jobs}
     if report_only:
         if todo:
             raise ValueError(f"report only: no comparison saved in {saved} with these "
@@ -236,9 +247,12 @@ def run_suite(config, output, *, methods=METHODS, costs=None, latency=0.2575, se
         log(f"{len(jobs)} comparisons"
             + (f", {len(done)} reused from {saved}" if done else "") + ", "
             + (f"on the Dask cluster at {scheduler}" if scheduler else f"n_jobs={n_jobs}"))
-        for label, store in runs.items():
-            if store.count():
-                log(f"{label}: resuming from {store.count()} saved runs in {store.folder}")
+        for label in done:   # left by a stop between saving a comparison and this
+            _finished(runs[label])
+        for label, _ in todo:
+            n_saved = runs[label].count()
+            if n_saved:
+                log(f"{label}: resuming from {n_saved} saved runs in {runs[label].folder}")
     with _cluster(scheduler if todo else None):
         results = Parallel(n_jobs=-1 if scheduler else n_jobs,
                            return_as="generator_unordered")(
@@ -248,7 +262,7 @@ def run_suite(config, output, *, methods=METHODS, costs=None, latency=0.2575, se
         for comp in results:   # saved as each finishes
             write_atomic(_saved_path(saved, comp.name),   # fingerprint first, then comp
                          pickled(fingerprints[comp.name]) + pickled(comp))
-            runs[comp.name].remove()
+            _finished(runs[comp.name])
             done[comp.name] = comp
             log(f"compared on {comp.name} ({len(done)}/{len(jobs)})")
     comparisons = [done[label] for label, _ in jobs]

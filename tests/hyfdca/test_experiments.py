@@ -227,8 +227,10 @@ def test_a_comparison_stopped_part_way_resumes_from_its_finished_runs(tmp_path,
                                                                        monkeypatch):
     """Inside a comparison each finished run is saved; a suite stopped in the middle of a
     comparison, run again, computes only the runs it had not finished, gives the bits of
-    an uninterrupted run and then deletes the saved runs."""
+    a run that saves nothing and then deletes the saved runs (also runs left over by a
+    stop after the comparison was saved)."""
     import hyfdca.experiments._saved_runs as saved_runs
+    import hyfdca.experiments._suite as suite
 
     config = dict(E.QUICK, datasets={"breast_cancer": ("2x2",)}, fractions=(0.5,),
                   rounds=6, tune_rounds=3, max_candidates=2)
@@ -244,10 +246,25 @@ def test_a_comparison_stopped_part_way_resumes_from_its_finished_runs(tmp_path,
             raise KeyboardInterrupt
         return counted(*args, **kwargs)
 
-    monkeypatch.setattr(saved_runs, "run_method", counted)
+    class Unsaved:
+        """run_method itself, as the suite's store of runs."""
+        def __init__(self, folder, fingerprint):
+            self.folder = folder
+
+        def __call__(self, *args, **kwargs):
+            return counted(*args, **kwargs)
+
+        def count(self):
+            return 0
+
+        def remove(self):
+            pass
+
+    monkeypatch.setattr(suite, "SavedRuns", Unsaved)
     E.run_suite(config, tmp_path / "whole", **options)
+    monkeypatch.setattr(suite, "SavedRuns", saved_runs.SavedRuns)
     every_run = len(calls)
-    assert every_run > 8
+    assert every_run > 8 and not (tmp_path / "whole" / "comparisons" / "unfinished").exists()
     calls.clear()
     monkeypatch.setattr(saved_runs, "run_method", stopped_after_five)
     with pytest.raises(KeyboardInterrupt):
@@ -260,15 +277,24 @@ def test_a_comparison_stopped_part_way_resumes_from_its_finished_runs(tmp_path,
     E.run_suite(config, tmp_path / "stopped", **dict(options, log=said.append))
     assert len(calls) == every_run - 5
     assert any("breast_cancer 2x2 f=0.5: resuming from 5 saved runs" in s for s in said)
-    assert ((tmp_path / "stopped" / "results.json").read_bytes()
-            == (tmp_path / "whole" / "results.json").read_bytes())
+    for table in ("results.json", "tuning.md", "verdict.md"):
+        assert ((tmp_path / "stopped" / table).read_bytes()
+                == (tmp_path / "whole" / table).read_bytes())
+    assert not unfinished.exists()
+    left_over = unfinished / "breast_cancer_2x2_f=0.5" / "run.pkl"
+    left_over.parent.mkdir(parents=True)
+    left_over.write_bytes(b"")
+    E.run_suite(config, tmp_path / "stopped", **options)
     assert not unfinished.exists()
 
 
 def test_saved_runs_keep_divergence_and_recompute_what_they_cannot_trust(tmp_path,
                                                                         monkeypatch, problem):
-    """A run that overflowed raises again without running; another comparison's runs, a
-    damaged file and other arguments are computed again."""
+    """A run that overflowed raises again without running; other arguments (the method
+    too) are computed again; another comparison's runs are deleted at its first save; a
+    damaged file is computed again; a run that cannot be saved is returned all the same."""
+    import re
+
     import hyfdca.experiments._saved_runs as saved_runs
 
     calls = []
@@ -280,24 +306,30 @@ def test_saved_runs_keep_divergence_and_recompute_what_they_cannot_trust(tmp_pat
     monkeypatch.setattr(saved_runs, "run_method", overflowing)
     runs = saved_runs.SavedRuns(tmp_path / "runs", "comparison A")
     for _ in range(2):
-        with pytest.raises(OverflowError, match="candidate {'a': 1.0}"):
+        with pytest.raises(OverflowError, match=re.escape("candidate {'a': 1.0}")):
             runs("FedAvg", problem, {"a": 1.0}, rounds=3)
     assert len(calls) == 1 and runs.count() == 1
-    with pytest.raises(OverflowError):
-        runs("FedAvg", problem, {"a": 2.0}, rounds=3)
-    with pytest.raises(OverflowError):
-        runs("FedAvg", problem, {"a": 1.0}, rounds=4)
+    for method, params, rounds in (("FedAvg", {"a": 2.0}, 3), ("FedAvg", {"a": 1.0}, 4),
+                                   ("HyFEM", {"a": 1.0}, 3)):
+        with pytest.raises(OverflowError):
+            runs(method, problem, params, rounds=rounds)
+    assert len(calls) == 4 and runs.count() == 4
     other = saved_runs.SavedRuns(tmp_path / "runs", "comparison B")
     with pytest.raises(OverflowError):
         other("FedAvg", problem, {"a": 1.0}, rounds=3)
-    assert len(calls) == 4 and runs.count() == 3 and other.count() == 1
+    assert len(calls) == 5 and other.count() == 1 and runs.count() == 0
     for path in (tmp_path / "runs").glob("*.pkl"):
         path.write_bytes(path.read_bytes()[:-20])
     with pytest.raises(OverflowError):
-        runs("FedAvg", problem, {"a": 1.0}, rounds=3)
-    assert len(calls) == 5
-    runs.remove()
+        other("FedAvg", problem, {"a": 1.0}, rounds=3)
+    assert len(calls) == 6
+    other.remove()
     assert not (tmp_path / "runs").exists()
+    monkeypatch.setattr(saved_runs, "run_method", lambda *args, **kwargs: "a history")
+    (tmp_path / "a file").write_bytes(b"")
+    unwritable = saved_runs.SavedRuns(tmp_path / "a file" / "runs", "comparison A")
+    with pytest.warns(UserWarning, match="could not be saved"):
+        assert unwritable("FedAvg", problem, {}, rounds=3) == "a history"
 
 
 def test_the_code_digest_leaves_out_only_what_no_comparison_runs(tmp_path, monkeypatch):
