@@ -251,7 +251,8 @@ def cmd_experiment(args):
                      else "they were charged costs measured in this run, so only a run "
                           "with --deterministic or --backend plain resumes")
         print(f"\nhyfdca experiment: {'terminated' if terminated else 'interrupted'}; the "
-              f"finished comparisons are saved in {args.output}/comparisons; {resumable}",
+              f"finished comparisons, and the finished runs of the others, are saved in "
+              f"{args.output}/comparisons; {resumable}",
               file=sys.stderr)
         return 143 if terminated else 130
     print((open(f"{args.output}/verdict.md").read()))
