@@ -23,6 +23,7 @@ import numpy as np
 from feddata.history import History
 from hyfdca.experiments._methods import applicable, default_params, run_method
 from hyfdca.experiments._metrics import evaluated
+from hyfdca.experiments._run_many import run_many
 from hyfdca.experiments._search import tune
 
 
@@ -51,37 +52,47 @@ def truncate_by_time(history, budget, latency):
 
 def compare(name, problem, methods, *, rounds, tune_rounds, max_candidates=8,
             baseline_candidates=None, budget_seconds=None, costs=None, latency=0.2575,
-            eval_every=1, time_round_cap=20, run=run_method):
+            eval_every=1, time_round_cap=20, run=run_method, n_jobs=1):
     """The :class:`Comparison` named ``name``; ``baseline_candidates`` None: as many as
     ``max_candidates``. ``run`` runs each method (``run_method``, or a
-    :class:`SavedRuns` that keeps finished runs so that a stopped comparison resumes)."""
+    :class:`SavedRuns` that keeps finished runs so that a stopped comparison resumes).
+    ``n_jobs`` runs at once (joblib processes; the same result as one after the other):
+    each method's candidates, then the long runs."""
     if baseline_candidates is None:
         baseline_candidates = max_candidates
     tunings = {m: tune(m, problem, rounds=tune_rounds,
                        max_candidates=max_candidates if m == "HyFDCA" else baseline_candidates,
                        budget_seconds=budget_seconds, costs=costs, eval_every=eval_every,
-                       seed=problem.seed, stream=name, run=run)
+                       seed=problem.seed, stream=name, run=run, n_jobs=n_jobs)
                for m in methods if applicable(m, problem)}
-    viable = {m: t for m, t in tunings.items() if t.params is not None}
-    by_iteration = {m: run(m, problem, t.params, rounds=rounds, eval_every=eval_every,
-                           costs=costs) for m, t in viable.items()}
-    by_time = {}
+    viable = {m: t.params for m, t in tunings.items() if t.params is not None}
+
+    def runs(calls):   # {key: History} of [(key, method, params, rounds)]
+        outcomes = run_many(run, problem, [
+            (m, params, dict(rounds=n, eval_every=eval_every, costs=costs))
+            for _, m, params, n in calls], n_jobs)
+        for outcome in outcomes:
+            if isinstance(outcome, Exception):
+                raise outcome
+        return {key: outcome for (key, *_), outcome in zip(calls, outcomes)}
+
+    by_iteration = runs([(m, m, params, rounds) for m, params in viable.items()])
+    later = [(("defaults", m), m, default_params(m, problem.lam), rounds)
+             for m, params in viable.items() if params != default_params(m, problem.lam)]
     if "HyFDCA" in by_iteration:
         budget = by_iteration["HyFDCA"].simulated_time(latency)[-1]
         for m, history in by_iteration.items():
             per_round = history.simulated_time(latency)[-1] / max(1, len(history.rounds))
             n = rounds if m == "HyFDCA" else min(time_round_cap * rounds,
                                                    math.ceil(budget / max(per_round, 1e-12)))
-            equal_time = history if n == rounds else run(m, problem, viable[m].params,
-                                                         rounds=n, eval_every=eval_every,
-                                                         costs=costs)
-            by_time[m] = truncate_by_time(equal_time, budget, latency)
-    at_defaults = {}
-    for m, t in viable.items():
-        defaults = default_params(m, problem.lam)
-        if t.params != defaults:
-            at_defaults[m] = run(m, problem, defaults, rounds=rounds,
-                                 eval_every=eval_every, costs=costs)
+            if n != rounds:
+                later.append((("time", m), m, viable[m], n))
+    done = runs(later)
+    by_time = {}
+    if "HyFDCA" in by_iteration:
+        for m, history in by_iteration.items():
+            by_time[m] = truncate_by_time(done.get(("time", m), history), budget, latency)
+    at_defaults = {m: done[("defaults", m)] for m in viable if ("defaults", m) in done}
     return Comparison(name, tunings, by_iteration, by_time, latency, at_defaults)
 
 

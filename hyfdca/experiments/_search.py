@@ -20,6 +20,7 @@ from hyfdca.experiments._methods import (ALL_METHODS, DIVERGENCE_ERRORS, default
                                          draw_params, run_method)
 from hyfdca.experiments._metrics import LARGER_IS_BETTER, METRIC_NAMES, diverged, \
     selection_metrics
+from hyfdca.experiments._run_many import run_many
 
 
 @dataclass
@@ -32,31 +33,38 @@ class Tuning:
     candidates: list = field(default_factory=list)   # (params, metrics, grade)
 
 
-def tune(method, problem, *, rounds, max_candidates=8, budget_seconds=None, costs=None,
-         eval_every=1, seed=0, stream="", run=run_method):
-    """Random search for ``method`` on ``problem``; candidate 0 is the method's default.
-    ``run``: what runs a candidate (``run_method``'s signature; a comparison may pass
-    one that saves its runs)."""
+def candidates(method, problem, max_candidates, *, seed=0, stream=""):
+    """The search's draws, in order: the method's defaults, then random draws seeded by
+    ``seed``, the method and ``stream``."""
     rng = np.random.default_rng([seed, 7, ALL_METHODS.index(method),
                                  zlib.crc32(stream.encode())])
-    start = time.perf_counter()
-    kept, tried, divergent = [], 0, 0
-    for i in range(max_candidates):
-        if i and budget_seconds is not None and time.perf_counter() - start > budget_seconds:
-            break
-        params = (default_params(method, problem.lam) if i == 0
-                  else draw_params(method, rng, problem.lam))
-        tried += 1
-        try:
-            history = run(method, problem, params, rounds=rounds, eval_every=eval_every,
-                          costs=costs)
-        except DIVERGENCE_ERRORS:
-            divergent += 1
-            continue
-        if diverged(history):
+    return [default_params(method, problem.lam) if i == 0
+            else draw_params(method, rng, problem.lam) for i in range(max_candidates)]
+
+
+def tune(method, problem, *, rounds, max_candidates=8, budget_seconds=None, costs=None,
+         eval_every=1, seed=0, stream="", run=run_method, n_jobs=1):
+    """Random search for ``method`` on ``problem``; candidate 0 is the method's default.
+    ``run``: what runs a candidate (``run_method``'s signature; a comparison may pass
+    one that saves its runs). Without a time budget the candidates run ``n_jobs`` at
+    once (the same result); with one, one after the other."""
+    drawn = candidates(method, problem, max_candidates, seed=seed, stream=stream)
+    options = dict(rounds=rounds, eval_every=eval_every, costs=costs)
+    if budget_seconds is None:
+        outcomes = run_many(run, problem, [(method, p, options) for p in drawn], n_jobs)
+    else:
+        start, outcomes = time.perf_counter(), []
+        for params in drawn:
+            if outcomes and time.perf_counter() - start > budget_seconds:
+                break
+            outcomes.extend(run_many(run, problem, [(method, params, options)]))
+    kept, divergent = [], 0
+    for params, history in zip(drawn, outcomes):
+        if isinstance(history, DIVERGENCE_ERRORS) or diverged(history):
             divergent += 1
             continue
         kept.append((params, history, selection_metrics(history)))
+    tried = len(outcomes)
     if not kept:
         return Tuning(method, None, None, tried, divergent)
     values = [[m[name] for name in METRIC_NAMES] for _, _, m in kept]

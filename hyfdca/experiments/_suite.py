@@ -7,10 +7,12 @@ with a9a and the SMS text standing in for its data (they need ``../shared/data``
 news20-shaped synthetic set, and Fashion-MNIST in the quadrant scheme when installed.
 
 Comparisons are independent: ``n_jobs`` runs them in parallel processes through joblib
-(local by default), and ``scheduler`` (the address of a Dask cluster) spreads them over
-that cluster's workers through joblib's Dask backend. Results do not depend on where a
-comparison ran: with the deterministic time model they are the same bits (tested). Each
-comparison runs with its BLAS on one thread (:func:`compare_on_one_blas_thread`): a
+(local by default; with fewer comparisons to run than processes, one comparison at a time
+with its runs spread over them: :func:`inner_jobs`), and ``scheduler`` (the address of a
+Dask cluster) spreads them over that cluster's workers through joblib's Dask backend.
+Results do not depend on where a comparison or a run ran: with the deterministic time
+model they are the same bits (tested). Each comparison and each run runs with its BLAS on
+one thread (:func:`compare_on_one_blas_thread`): a
 threaded BLAS sums a long dot product (a client's ||X^k||_F^2, which sets the proximal
 term kappa) in an order that depends on its thread count, so the bits would otherwise
 depend on the machine's cores and on ``n_jobs``.
@@ -38,7 +40,7 @@ from collections import Counter
 from contextlib import contextmanager
 from pathlib import Path
 
-from joblib import Parallel, delayed, parallel_config
+from joblib import Parallel, cpu_count, delayed, parallel_config
 from threadpoolctl import threadpool_limits
 
 from feddata import datasets, federated_problem
@@ -94,6 +96,13 @@ def _cluster(scheduler):
                           "'hyfdca[cluster]'") from err
     with Client(scheduler), parallel_config(backend="dask"):
         yield
+
+
+def inner_jobs(n_jobs, n_comparisons):
+    """The runs of a comparison to run at once: ``n_jobs`` (-1: the cores) where fewer
+    comparisons than that are to run (they then run one at a time), else 1."""
+    n_jobs = cpu_count() if n_jobs == -1 else n_jobs
+    return n_jobs if 0 < n_comparisons < n_jobs else 1
 
 
 def _finished(runs):
@@ -181,7 +190,8 @@ def run_suite(config, output, *, methods=METHODS, costs=None, latency=0.2575, se
     ``deterministic``: compute time from operation counts (``_methods.charge_compute``)
     and no real-time budget for the search, so the results are the same bits on every
     machine (give ``costs`` from ``REFERENCE_COSTS`` too). ``n_jobs`` comparisons run at
-    once (joblib processes; -1: one per core); ``scheduler``: a Dask scheduler address
+    once (joblib processes; -1: one per core), or, with fewer to run, one at a time with
+    ``n_jobs`` of its runs at once; ``scheduler``: a Dask scheduler address
     whose workers run them instead (needs ``dask[distributed]``). Finished comparisons,
     and the finished runs of unfinished ones, are saved under ``output/comparisons`` and
     reused by a later call with the same settings (an interrupted suite resumes).
@@ -236,6 +246,7 @@ def run_suite(config, output, *, methods=METHODS, costs=None, latency=0.2575, se
     todo = [(label, problem) for label, problem in jobs if label not in done]
     runs = {label: SavedRuns(saved / "unfinished" / _saved_path(saved, label).stem,
                              fingerprints[label]) for label, _ in jobs}
+    inner = 1 if scheduler else inner_jobs(n_jobs, len(todo))
     if report_only:
         if todo:
             raise ValueError(f"report only: no comparison saved in {saved} with these "
@@ -246,7 +257,8 @@ def run_suite(config, output, *, methods=METHODS, costs=None, latency=0.2575, se
     else:
         log(f"{len(jobs)} comparisons"
             + (f", {len(done)} reused from {saved}" if done else "") + ", "
-            + (f"on the Dask cluster at {scheduler}" if scheduler else f"n_jobs={n_jobs}"))
+            + (f"on the Dask cluster at {scheduler}" if scheduler else f"n_jobs={n_jobs}")
+            + (f", one at a time with {inner} runs at once" if inner > 1 else ""))
         for label in done:   # left by a stop between saving a comparison and this
             _finished(runs[label])
         for label, _ in todo:
@@ -254,10 +266,10 @@ def run_suite(config, output, *, methods=METHODS, costs=None, latency=0.2575, se
             if n_saved:
                 log(f"{label}: resuming from {n_saved} saved runs in {runs[label].folder}")
     with _cluster(scheduler if todo else None):
-        results = Parallel(n_jobs=-1 if scheduler else n_jobs,
-                           return_as="generator_unordered")(
+        outer = -1 if scheduler else 1 if inner > 1 else n_jobs
+        results = Parallel(n_jobs=outer, return_as="generator_unordered")(
             delayed(compare_on_one_blas_thread)(label, problem, methods, run=runs[label],
-                                                **options)
+                                                n_jobs=inner, **options)
             for label, problem in todo)
         for comp in results:   # saved as each finishes
             write_atomic(_saved_path(saved, comp.name),   # fingerprint first, then comp

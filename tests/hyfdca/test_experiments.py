@@ -434,6 +434,41 @@ def test_parallel_and_dask_runs_give_the_same_bits(tmp_path):
     assert outputs["serial"] == outputs["processes"] == outputs["dask"]
 
 
+def test_one_comparison_spreads_its_runs_over_the_processes(tmp_path):
+    """With fewer comparisons than processes a comparison runs its candidates and its long
+    runs in parallel: the same tables, bits and saved runs as one after the other."""
+    from hyfdca.experiments._suite import inner_jobs
+
+    assert [inner_jobs(4, 1), inner_jobs(4, 3), inner_jobs(4, 4), inner_jobs(2, 5)] == [
+        4, 4, 1, 1]
+    cores = __import__("joblib").cpu_count()
+    assert inner_jobs(-1, 1) == (cores if cores > 1 else 1)
+    config = dict(E.QUICK, datasets={"breast_cancer": ("2x2",)}, fractions=(0.5,),
+                  rounds=6, tune_rounds=3, max_candidates=3)
+    said = {}
+    for name, n_jobs in (("serial", 1), ("spread", 2)):
+        said[name] = []
+        E.run_suite(config, tmp_path / name, costs=E.REFERENCE_COSTS["mask"],
+                    deterministic=True, n_jobs=n_jobs, log=said[name].append)
+    assert any("one at a time with 2 runs at once" in line for line in said["spread"])
+    for table in ("results.json", "tuning.md", "verdict.md"):
+        assert ((tmp_path / "serial" / table).read_bytes()
+                == (tmp_path / "spread" / table).read_bytes())
+
+
+def test_a_search_in_parallel_tries_the_same_candidates(problem):
+    """Candidates run in parallel give the tuning of one after the other: the same draws,
+    histories, grades and choice."""
+    from dataclasses import replace
+
+    det = replace(problem, deterministic=True)
+    one, two = (E.tune("HyFEM", det, rounds=4, max_candidates=4, seed=3, n_jobs=n)
+                for n in (1, 2))
+    assert one.params == two.params and one.candidates == two.candidates
+    assert (one.tried, one.divergent) == (two.tried, two.divergent) == (4, 0)
+    assert repr(one.history.evaluations) == repr(two.history.evaluations)   # nan == nan
+
+
 def test_tuning_starts_from_the_defaults_and_is_seeded(problem):
     first = E.tune("FedAvg", problem, rounds=4, max_candidates=1)
     assert first.params == dict(iic=1.0, a=1.0 / problem.lam, b=10.0) and first.tried == 1
