@@ -497,8 +497,7 @@ def build_parser():
     p.add_argument("--latency", type=float, default=0.2575, help="seconds per round trip")
     p.add_argument("--jobs", type=int, default=1,
                    help="comparisons run at once in local processes (-1: one per core); "
-                        "with fewer comparisons to run, one at a time with this many of its "
-                        "runs at once")
+                        "where one comparison is to run, this many of its runs at once")
     p.add_argument("--scheduler", default=None, metavar="ADDRESS",
                    help="run the comparisons on the Dask cluster at ADDRESS (e.g. "
                         "tcp://10.0.0.5:8786; needs pip install 'hyfdca[cluster]')")

@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from feddata.history import History
-from hyfdca.experiments._methods import applicable, default_params, run_method
+from hyfdca.experiments._methods import (DIVERGENCE_ERRORS, applicable, default_params,
+                                         run_method)
 from hyfdca.experiments._metrics import evaluated
 from hyfdca.experiments._run_many import run_many
 from hyfdca.experiments._search import tune
@@ -56,8 +57,10 @@ def compare(name, problem, methods, *, rounds, tune_rounds, max_candidates=8,
     """The :class:`Comparison` named ``name``; ``baseline_candidates`` None: as many as
     ``max_candidates``. ``run`` runs each method (``run_method``, or a
     :class:`SavedRuns` that keeps finished runs so that a stopped comparison resumes).
-    ``n_jobs`` runs at once (joblib processes; the same result as one after the other):
-    each method's candidates, then the long runs."""
+    ``n_jobs`` runs at once (joblib processes, each run's BLAS on one thread; the same
+    result as one after the other): each method's candidates, then the long runs in two
+    batches (equal iterations; then equal time and the defaults). A long run that
+    diverges raises its error once its batch has finished."""
     if baseline_candidates is None:
         baseline_candidates = max_candidates
     tunings = {m: tune(m, problem, rounds=tune_rounds,
@@ -67,16 +70,16 @@ def compare(name, problem, methods, *, rounds, tune_rounds, max_candidates=8,
                for m in methods if applicable(m, problem)}
     viable = {m: t.params for m, t in tunings.items() if t.params is not None}
 
-    def runs(calls):   # {key: History} of [(key, method, params, rounds)]
+    def long_runs(calls):   # {key: History} of [(key, method, params, rounds)]
         outcomes = run_many(run, problem, [
             (m, params, dict(rounds=n, eval_every=eval_every, costs=costs))
             for _, m, params, n in calls], n_jobs)
         for outcome in outcomes:
-            if isinstance(outcome, Exception):
+            if isinstance(outcome, DIVERGENCE_ERRORS):
                 raise outcome
         return {key: outcome for (key, *_), outcome in zip(calls, outcomes)}
 
-    by_iteration = runs([(m, m, params, rounds) for m, params in viable.items()])
+    by_iteration = long_runs([(m, m, params, rounds) for m, params in viable.items()])
     later = [(("defaults", m), m, default_params(m, problem.lam), rounds)
              for m, params in viable.items() if params != default_params(m, problem.lam)]
     if "HyFDCA" in by_iteration:
@@ -87,7 +90,7 @@ def compare(name, problem, methods, *, rounds, tune_rounds, max_candidates=8,
                                                    math.ceil(budget / max(per_round, 1e-12)))
             if n != rounds:
                 later.append((("time", m), m, viable[m], n))
-    done = runs(later)
+    done = long_runs(later)
     by_time = {}
     if "HyFDCA" in by_iteration:
         for m, history in by_iteration.items():

@@ -33,7 +33,7 @@ class Tuning:
     candidates: list = field(default_factory=list)   # (params, metrics, grade)
 
 
-def candidates(method, problem, max_candidates, *, seed=0, stream=""):
+def draws(method, problem, max_candidates, *, seed=0, stream=""):
     """The search's draws, in order: the method's defaults, then random draws seeded by
     ``seed``, the method and ``stream``."""
     rng = np.random.default_rng([seed, 7, ALL_METHODS.index(method),
@@ -47,8 +47,9 @@ def tune(method, problem, *, rounds, max_candidates=8, budget_seconds=None, cost
     """Random search for ``method`` on ``problem``; candidate 0 is the method's default.
     ``run``: what runs a candidate (``run_method``'s signature; a comparison may pass
     one that saves its runs). Without a time budget the candidates run ``n_jobs`` at
-    once (the same result); with one, one after the other."""
-    drawn = candidates(method, problem, max_candidates, seed=seed, stream=stream)
+    once (the same result); with one, one after the other. Each runs with its BLAS on one
+    thread (``run_many``)."""
+    drawn = draws(method, problem, max_candidates, seed=seed, stream=stream)
     options = dict(rounds=rounds, eval_every=eval_every, costs=costs)
     if budget_seconds is None:
         outcomes = run_many(run, problem, [(method, p, options) for p in drawn], n_jobs)

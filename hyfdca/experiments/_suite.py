@@ -7,8 +7,8 @@ with a9a and the SMS text standing in for its data (they need ``../shared/data``
 news20-shaped synthetic set, and Fashion-MNIST in the quadrant scheme when installed.
 
 Comparisons are independent: ``n_jobs`` runs them in parallel processes through joblib
-(local by default; with fewer comparisons to run than processes, one comparison at a time
-with its runs spread over them: :func:`inner_jobs`), and ``scheduler`` (the address of a
+(local by default; where a single comparison is to run, its runs are spread over them:
+:func:`inner_jobs`), and ``scheduler`` (the address of a
 Dask cluster) spreads them over that cluster's workers through joblib's Dask backend.
 Results do not depend on where a comparison or a run ran: with the deterministic time
 model they are the same bits (tested). Each comparison and each run runs with its BLAS on
@@ -99,10 +99,12 @@ def _cluster(scheduler):
 
 
 def inner_jobs(n_jobs, n_comparisons):
-    """The runs of a comparison to run at once: ``n_jobs`` (-1: the cores) where fewer
-    comparisons than that are to run (they then run one at a time), else 1."""
+    """The runs of a comparison to run at once: ``n_jobs`` (-1: the cores) where one
+    comparison is to run, else 1 (comparisons side by side keep the cores busier than a
+    comparison's batches, which wait for their slowest run, and a search with a time
+    budget runs its candidates one after the other)."""
     n_jobs = cpu_count() if n_jobs == -1 else n_jobs
-    return n_jobs if 0 < n_comparisons < n_jobs else 1
+    return n_jobs if n_comparisons == 1 else 1
 
 
 def _finished(runs):
@@ -190,8 +192,8 @@ def run_suite(config, output, *, methods=METHODS, costs=None, latency=0.2575, se
     ``deterministic``: compute time from operation counts (``_methods.charge_compute``)
     and no real-time budget for the search, so the results are the same bits on every
     machine (give ``costs`` from ``REFERENCE_COSTS`` too). ``n_jobs`` comparisons run at
-    once (joblib processes; -1: one per core), or, with fewer to run, one at a time with
-    ``n_jobs`` of its runs at once; ``scheduler``: a Dask scheduler address
+    once (joblib processes; -1: one per core), or, where one is to run, ``n_jobs`` of its
+    runs at once; ``scheduler``: a Dask scheduler address
     whose workers run them instead (needs ``dask[distributed]``). Finished comparisons,
     and the finished runs of unfinished ones, are saved under ``output/comparisons`` and
     reused by a later call with the same settings (an interrupted suite resumes).
@@ -258,7 +260,7 @@ def run_suite(config, output, *, methods=METHODS, costs=None, latency=0.2575, se
         log(f"{len(jobs)} comparisons"
             + (f", {len(done)} reused from {saved}" if done else "") + ", "
             + (f"on the Dask cluster at {scheduler}" if scheduler else f"n_jobs={n_jobs}")
-            + (f", one at a time with {inner} runs at once" if inner > 1 else ""))
+            + (f", {inner} of its runs at once" if inner > 1 else ""))
         for label in done:   # left by a stop between saving a comparison and this
             _finished(runs[label])
         for label, _ in todo:
