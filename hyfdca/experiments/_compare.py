@@ -80,8 +80,9 @@ def compare(name, problem, methods, *, rounds, tune_rounds, max_candidates=8,
         return {key: outcome for (key, *_), outcome in zip(calls, outcomes)}
 
     by_iteration = long_runs([(m, m, params, rounds) for m, params in viable.items()])
-    later = [(("defaults", m), m, default_params(m, problem.lam), rounds)
-             for m, params in viable.items() if params != default_params(m, problem.lam)]
+    defaults = {m: default_params(m, problem.lam) for m in viable}
+    later = [(("defaults", m), m, defaults[m], rounds)
+             for m, params in viable.items() if params != defaults[m]]
     if "HyFDCA" in by_iteration:
         budget = by_iteration["HyFDCA"].simulated_time(latency)[-1]
         for m, history in by_iteration.items():

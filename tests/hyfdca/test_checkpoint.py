@@ -231,3 +231,16 @@ def test_a_key_mismatch_is_named(tmp_path):
     with pytest.raises(CheckpointError, match="key mismatch: client 4's keys"):
         run_hyfdca(fed, settings, max_rounds=4, crypto="mask", checkpoint=tmp_path / "a",
                    resume=True)
+
+
+def test_a_failed_write_leaves_neither_file_nor_temporary_file(tmp_path, monkeypatch):
+    from hyfdca._checkpoint import write_atomic
+    target = tmp_path / "run.pkl"
+
+    def full_disk(fd):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr("os.fsync", full_disk)
+    with pytest.raises(OSError, match="No space"):
+        write_atomic(target, b"data")
+    assert list(tmp_path.iterdir()) == []
