@@ -83,8 +83,9 @@ def compare(name, problem, methods, *, rounds, tune_rounds, max_candidates=8,
     defaults = {m: default_params(m, problem.lam) for m in viable}
     later = [(("defaults", m), m, defaults[m], rounds)
              for m, params in viable.items() if params != defaults[m]]
-    if "HyFDCA" in by_iteration:
-        budget = by_iteration["HyFDCA"].simulated_time(latency)[-1]
+    budget = (by_iteration["HyFDCA"].simulated_time(latency)[-1]
+              if "HyFDCA" in by_iteration else None)
+    if budget is not None:
         for m, history in by_iteration.items():
             per_round = history.simulated_time(latency)[-1] / max(1, len(history.rounds))
             n = rounds if m == "HyFDCA" else min(time_round_cap * rounds,
@@ -92,10 +93,9 @@ def compare(name, problem, methods, *, rounds, tune_rounds, max_candidates=8,
             if n != rounds:
                 later.append((("time", m), m, viable[m], n))
     done = long_runs(later)
-    by_time = {}
-    if "HyFDCA" in by_iteration:
-        for m, history in by_iteration.items():
-            by_time[m] = truncate_by_time(done.get(("time", m), history), budget, latency)
+    by_time = {} if budget is None else {
+        m: truncate_by_time(done.get(("time", m), history), budget, latency)
+        for m, history in by_iteration.items()}
     at_defaults = {m: done[("defaults", m)] for m in viable if ("defaults", m) in done}
     return Comparison(name, tunings, by_iteration, by_time, latency, at_defaults)
 
