@@ -29,6 +29,12 @@ PROX_CAP = 10.0
 PHASE_E_MU = 3.0
 CAPPED_PROX_CAP = 40.0
 PROX_RULES = ("auto", "strong")  # prox values resolved on the data by bind()
+# auto-full's line_search_relax theta: the server steps theta g*, not the exact g*. The
+# exact step zig-zags (consecutive dw nearly opposite, g* small and large in turn); the
+# relaxed step keeps theta (2 - theta) = 99% of each round's dual gain and breaks the
+# zig-zag, the relaxed steepest descent of Raydan and Svaiter (docs/algorithm.md section
+# 6, twenty-fourth round). Not for the logistic loss, whose grid search is not relaxed.
+AUTO_FULL_RELAX = 0.9
 # prox_rounds="auto": the centre moves every STRONG_PROX_ROUNDS rounds where the outer
 # loop is strong (mu > PHASE_E_MU lam), every WEAK_PROX_ROUNDS rounds elsewhere. A strong
 # outer loop amplifies its inner solves' error kappa / lam times (the dual at an alpha of
@@ -80,7 +86,7 @@ VARIANTS = {
     "auto-full": dict(sigma=1.0, rho="norm", line_search=True, sampling="shared",
                       draw="permuted", aggregation="mean", iic=1.0,
                       holder_weights="norm-share", prox="auto", prox_warm_start=True,
-                      certify_outer_iterate=True),
+                      certify_outer_iterate=True, line_search_relax=AUTO_FULL_RELAX),
     # (its iic is scaled with lam by _preset_values)
     "auto-partial": dict(sigma="safe", rho="norm", line_search=False, sampling="shared",
                          draw="permuted", aggregation="mean", iic=AUTO_PARTIAL_IIC, min_H=10,
@@ -136,6 +142,9 @@ class HyFDCASettings:
     constant: H_k = max(min(min_H, |I_k|), round(iic * |I_k|))) must be given.
     ``step_cap`` bounds the server's step g (the line search's g* is clipped to
     [0, step_cap]; without line search g = step_cap: a damped step).
+    ``line_search_relax`` = theta in (0, 1]: the exact line search's step is theta g*
+    (before the cap), which keeps theta (2 - theta) of the round's dual gain
+    (``_round.choose_step``); 1 for the logistic loss, whose grid search is not relaxed.
     ``curvature_scaling="absent-share"`` scales the line search's curvature
     lam ||dw||^2 by the share of the moved rows' norms that present holders carry
     (``_round.line_search_step``). ``sigma`` is a
@@ -189,6 +198,7 @@ class HyFDCASettings:
     fraction: float = 1.0
     second_inner_product: bool | str = False
     step_cap: float = 1.0
+    line_search_relax: float = 1.0
     curvature_scaling: str = "none"
     holder_weights: str = "equal"
     stall_fallback: bool = False
@@ -228,8 +238,9 @@ class HyFDCASettings:
         if name not in VARIANTS:
             raise ValueError(f"unknown variant {variant!r}; known: "
                              f"{sorted(set(VARIANTS) | {'auto'})}")
-        values = dict(_preset_values(name, overrides.get("lam", cls.lam)), variant=variant,
-                      overridden=tuple(sorted(overrides)))
+        values = dict(_preset_values(name, overrides.get("lam", cls.lam),
+                                     overrides.get("loss", cls.loss)),
+                      variant=variant, overridden=tuple(sorted(overrides)))
         if "H" in overrides:
             values.pop("iic")
         values.update(overrides)
@@ -261,6 +272,13 @@ class HyFDCASettings:
              f"participation must be one of {PARTICIPATION}, got {self.participation!r}"),
             (0 < self.fraction <= 1, f"fraction must be in (0, 1], got {self.fraction}"),
             (0 < self.step_cap <= 1, f"step_cap must be in (0, 1], got {self.step_cap}"),
+            (isinstance(self.line_search_relax, (int, float))
+             and 0 < self.line_search_relax <= 1,
+             f"line_search_relax must be in (0, 1], got {self.line_search_relax!r}"),
+            (self.line_search_relax == 1 or (self.line_search and self.loss != "logistic"),
+             "line_search_relax < 1 relaxes the exact line search of a loss with a "
+             "quadratic conjugate: it needs line_search=True and a loss other than "
+             "logistic"),
             (self.curvature_scaling in ("none", "absent-share"),
              f"curvature_scaling must be 'none' or 'absent-share', got "
              f"{self.curvature_scaling!r}"),
@@ -478,12 +496,15 @@ def check_classification_labels(y, loss):
             f"labels: y = 2 y - 1), or fit HyFDCAClassifier, which encodes any two classes")
 
 
-def _preset_values(name, lam):
+def _preset_values(name, lam, loss="hinge"):
     """The fields of preset ``name`` at ``lam`` (auto-partial's and capped-line-search's
-    iic are scaled down with lam below AUTO_PARTIAL_LAM)."""
+    iic are scaled down with lam below AUTO_PARTIAL_LAM) for ``loss`` (no relaxed line
+    search for the logistic loss)."""
     values = dict(VARIANTS[name])
     if name in ("auto-partial", "capped-line-search"):
         values["iic"] *= min(1.0, lam / AUTO_PARTIAL_LAM)
+    if loss == "logistic":
+        values.pop("line_search_relax", None)
     return values
 
 

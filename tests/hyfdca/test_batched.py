@@ -125,6 +125,25 @@ def test_bit_identical_with_a_capped_step(small, name, participation, variant):
     assert_same_run(partitions(*small)[name], settings)
 
 
+@pytest.mark.parametrize("name", ["horizontal", "hybrid", "dealt"])
+@pytest.mark.parametrize("participation", ["full", "fraction"])
+def test_bit_identical_with_a_relaxed_line_search(small, name, participation):
+    """line_search_relax is decided in hyfdca._round only; both engines follow it."""
+    settings = HyFDCASettings.from_variant("line-search", lam=LAM, H=30,
+                                           participation=participation, fraction=0.6,
+                                           line_search_relax=0.6)
+    assert_same_run(partitions(*small)[name], settings)
+
+
+def test_a_relaxed_step_is_theta_times_the_exact_step(small):
+    fed = partitions(*small)["hybrid"]
+    exact, relaxed = (BatchedHyFDCA(fed, HyFDCASettings.from_variant(
+        "line-search", lam=LAM, H=30, line_search_relax=theta), seed=1).step()["step"]
+        for theta in (1.0, 0.6))
+    assert 0 < exact < 1   # an interior step, so the relaxation shows
+    assert relaxed == pytest.approx(0.6 * exact, abs=2.0 ** -15)
+
+
 @pytest.mark.parametrize("name", ["horizontal", "vertical", "hybrid", "explicit-overlapping"])
 @pytest.mark.parametrize("participation, variant", [
     ("full", "auto"), ("fraction", "auto"), ("cyclic", "auto"), ("fraction", "paper")])

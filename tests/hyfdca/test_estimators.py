@@ -15,8 +15,12 @@ from feddata import partition as P
 from solvers import primal_objective, ridge_closed_form
 
 
+# The regressor's budget: check_regressors_train asks R^2 > 0.5 on its unscaled 200 x 10
+# problem (y's std 42), which auto-full's relaxed line search passes from round 100 (0.79;
+# 0.47 at round 30, where the exact step's 0.61 passed): docs/algorithm.md section 6,
+# twenty-fourth round.
 @parametrize_with_checks([HyFDCAClassifier(max_rounds=30, eval_every=10),
-                          HyFDCARegressor(max_rounds=30, eval_every=10)])
+                          HyFDCARegressor(max_rounds=100, eval_every=10)])
 def test_scikit_learn_contract(estimator, check):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)

@@ -46,6 +46,27 @@ def test_closed_form_step_maximises_the_dual_on_0_1(seed, loss):
     assert dual_along(loss, X, y, alpha, dalpha, lam, g) >= max(values) - 1e-9
 
 
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 10**6), loss=st.sampled_from(sorted(GAMMA)),
+       theta=st.floats(0.05, 1.0))
+def test_a_relaxed_step_never_lowers_the_dual(seed, loss, theta):
+    """line_search_relax's argument (docs/algorithm.md section 6, twenty-fourth round):
+    D is a concave quadratic along dalpha, so the step theta g* gains theta (2 - theta)
+    of the exact step's gain where g* is interior, and at least theta of it always."""
+    X, y, alpha, dalpha = _problem(seed, loss)
+    lam, n = 0.1, len(y)
+    w, dw = X.T @ alpha / (lam * n), X.T @ dalpha / (lam * n)
+    shares = (np.mean(y * dalpha), np.mean(alpha * dalpha), np.mean(dalpha**2))
+    g = line_search_step(shares, w, dw, lam, GAMMA[loss])
+    start = dual_along(loss, X, y, alpha, dalpha, lam, 0.0)
+    exact = dual_along(loss, X, y, alpha, dalpha, lam, g) - start
+    relaxed = dual_along(loss, X, y, alpha, dalpha, lam, theta * g) - start
+    assert relaxed >= theta * exact - 1e-9 >= -1e-9
+    if 0.0 < g < 1.0:
+        assert relaxed == pytest.approx(theta * (2 - theta) * exact, rel=1e-6, abs=1e-12)
+
+
 @settings(max_examples=20, deadline=None)
 @given(seed=st.integers(0, 10**6))
 def test_grid_step_is_the_best_grid_point_for_logistic(seed):
@@ -93,6 +114,22 @@ def test_the_scaled_line_search_multiplies_the_regulariser_curvature():
     assert doubled == pytest.approx(expected, rel=1e-12)
     # never below the present holders' curvature
     assert line_search_step([s1, s2, s3, 0.35, 0.7], w, dw, lam, 0.0) == plain
+
+
+def test_line_search_relax_is_checked_and_auto_full_relaxes_hinge_only():
+    from hyfdca import HyFDCASettings
+    from hyfdca._settings import AUTO_FULL_RELAX
+
+    assert HyFDCASettings.from_variant("auto").line_search_relax == AUTO_FULL_RELAX < 1
+    assert HyFDCASettings.from_variant("auto", loss="logistic").line_search_relax == 1
+    assert HyFDCASettings.from_variant("auto", participation="fraction",
+                                       fraction=0.5).line_search_relax == 1
+    for bad in (0.0, 1.5, -0.2, "half"):
+        with pytest.raises(ValueError, match="line_search_relax must be in"):
+            HyFDCASettings.from_variant("line-search", line_search_relax=bad)
+    for variant, loss in (("paper", "hinge"), ("line-search", "logistic")):
+        with pytest.raises(ValueError, match="relaxes the exact line search"):
+            HyFDCASettings.from_variant(variant, loss=loss, line_search_relax=0.5)
 
 
 def test_curvature_scaling_needs_a_quadratic_line_search():
