@@ -308,9 +308,10 @@ def choose_step(settings, revealed, w, dw):
     """The server's step for the round's aggregated update, as (m, g = m / 2^bits):
     the line search on the revealed secure sums (grid search for logistic), else 1;
     at most ``step_cap``. The exact line search's step is theta g* (theta =
-    ``line_search_relax``): D is a concave quadratic in g, so D(theta g*) - D(0) =
+    ``line_search_relax``): where the revealed sums are the whole round's (every holder
+    present, or horizontal data) D is a concave quadratic in g, so D(theta g*) - D(0) =
     theta (2 - theta) (D(g*) - D(0)) for an interior g*, and at least theta (D(g*) - D(0))
-    for a clipped one: the relaxed step never lowers the dual."""
+    for a clipped one (g* = 1): the relaxed step never lowers the dual there."""
     g = 1.0
     if settings.line_search and settings.loss == "logistic":
         g = grid_line_search_step(revealed, w, dw, settings.round_lam)

@@ -31,9 +31,10 @@ CAPPED_PROX_CAP = 40.0
 PROX_RULES = ("auto", "strong")  # prox values resolved on the data by bind()
 # auto-full's line_search_relax theta: the server steps theta g*, not the exact g*. The
 # exact step zig-zags (consecutive dw nearly opposite, g* small and large in turn); the
-# relaxed step keeps theta (2 - theta) = 99% of each round's dual gain and breaks the
-# zig-zag, the relaxed steepest descent of Raydan and Svaiter (docs/algorithm.md section
-# 6, twenty-fourth round). Not for the logistic loss, whose grid search is not relaxed.
+# relaxed step breaks the zig-zag and never lowers the dual (_round.choose_step), the
+# relaxed steepest descent of Raydan and Svaiter (docs/algorithm.md section 6,
+# twenty-fourth round). Only where the line search is exact (HyFDCASettings.
+# exact_line_search): not for the logistic loss, whose grid search is not relaxed.
 AUTO_FULL_RELAX = 0.9
 # prox_rounds="auto": the centre moves every STRONG_PROX_ROUNDS rounds where the outer
 # loop is strong (mu > PHASE_E_MU lam), every WEAK_PROX_ROUNDS rounds elsewhere. A strong
@@ -64,7 +65,8 @@ VARIANTS = {
     # Per regime (docs/algorithm.md section 5), chosen by benchmarks/hyfdca_variants.py.
     # When every round's update is fully known to the server (full participation, or
     # horizontal data where each sample has one holder, so absent clients' state is never
-    # stale): rho + line search + a full local pass, each round an exact ascent step.
+    # stale): rho + line search + a full local pass, each round an ascent step (the
+    # line search's step relaxed to AUTO_FULL_RELAX g*).
     # Otherwise, where the line search overshoots on stale state (fewer than half of the
     # clients present): the safe curvature with rho and short rounds (iic 0.03 at
     # lam >= 1e-4, less below: AUTO_PARTIAL_IIC), but at least 10 steps, so that small
@@ -143,8 +145,8 @@ class HyFDCASettings:
     ``step_cap`` bounds the server's step g (the line search's g* is clipped to
     [0, step_cap]; without line search g = step_cap: a damped step).
     ``line_search_relax`` = theta in (0, 1]: the exact line search's step is theta g*
-    (before the cap), which keeps theta (2 - theta) of the round's dual gain
-    (``_round.choose_step``); 1 for the logistic loss, whose grid search is not relaxed.
+    (before the cap; ``_round.choose_step`` says what the dual keeps); theta < 1 needs
+    :attr:`exact_line_search`, and a preset's theta falls to 1 where that is off.
     ``curvature_scaling="absent-share"`` scales the line search's curvature
     lam ||dw||^2 by the share of the moved rows' norms that present holders carry
     (``_round.line_search_step``). ``sigma`` is a
@@ -238,13 +240,14 @@ class HyFDCASettings:
         if name not in VARIANTS:
             raise ValueError(f"unknown variant {variant!r}; known: "
                              f"{sorted(set(VARIANTS) | {'auto'})}")
-        values = dict(_preset_values(name, overrides.get("lam", cls.lam),
-                                     overrides.get("loss", cls.loss)),
-                      variant=variant, overridden=tuple(sorted(overrides)))
+        values = dict(_preset_values(name, overrides.get("lam", cls.lam)), variant=variant,
+                      overridden=tuple(sorted(overrides)))
         if "H" in overrides:
             values.pop("iic")
         values.update(overrides)
         settings = cls(**values)
+        if "line_search_relax" not in overrides and not settings.exact_line_search:
+            settings = replace(settings, line_search_relax=1.0)
         settings.validate()
         return settings
 
@@ -275,7 +278,7 @@ class HyFDCASettings:
             (isinstance(self.line_search_relax, (int, float))
              and 0 < self.line_search_relax <= 1,
              f"line_search_relax must be in (0, 1], got {self.line_search_relax!r}"),
-            (self.line_search_relax == 1 or (self.line_search and self.loss != "logistic"),
+            (self.line_search_relax == 1 or self.exact_line_search,
              "line_search_relax < 1 relaxes the exact line search of a loss with a "
              "quadratic conjugate: it needs line_search=True and a loss other than "
              "logistic"),
@@ -284,8 +287,7 @@ class HyFDCASettings:
              f"{self.curvature_scaling!r}"),
             (self.holder_weights in HOLDER_WEIGHTS,
              f"holder_weights must be one of {HOLDER_WEIGHTS}, got {self.holder_weights!r}"),
-            (self.curvature_scaling == "none" or (self.line_search
-                                                  and self.loss != "logistic"),
+            (self.curvature_scaling == "none" or self.exact_line_search,
              "curvature_scaling='absent-share' scales the line search of a loss with a "
              "quadratic conjugate: it needs line_search=True and a loss other than "
              "logistic"),
@@ -401,7 +403,7 @@ class HyFDCASettings:
         values = {k: fallback[k] for k in FALLBACK_FIELDS
                   if k not in self.overridden and not (k == "iic" and self.H)}
         return replace(self, line_search=False, step_cap=1.0, curvature_scaling="none",
-                       **values)
+                       line_search_relax=1.0, **values)
 
     def _is_untouched_partial_preset(self):
         """True for from_variant("auto") under partial participation (preset untouched)."""
@@ -457,6 +459,12 @@ class HyFDCASettings:
         return float(loss_value(self.loss_code, 0.0, 1.0, self.smoothing))
 
     @property
+    def exact_line_search(self):
+        """True where the server's step maximises D exactly along the round's update:
+        the line search of a loss with a quadratic conjugate (not the logistic's grid)."""
+        return self.line_search and self.loss != "logistic"
+
+    @property
     def curvature_of_conjugate(self):
         """gamma with -l*(-a) = a y - (gamma/2) a^2 on its domain (quadratic losses)."""
         return {"hinge": 0.0, "smoothed_hinge": self.smoothing, "squared_hinge": 0.5,
@@ -496,15 +504,12 @@ def check_classification_labels(y, loss):
             f"labels: y = 2 y - 1), or fit HyFDCAClassifier, which encodes any two classes")
 
 
-def _preset_values(name, lam, loss="hinge"):
+def _preset_values(name, lam):
     """The fields of preset ``name`` at ``lam`` (auto-partial's and capped-line-search's
-    iic are scaled down with lam below AUTO_PARTIAL_LAM) for ``loss`` (no relaxed line
-    search for the logistic loss)."""
+    iic are scaled down with lam below AUTO_PARTIAL_LAM)."""
     values = dict(VARIANTS[name])
     if name in ("auto-partial", "capped-line-search"):
         values["iic"] *= min(1.0, lam / AUTO_PARTIAL_LAM)
-    if loss == "logistic":
-        values.pop("line_search_relax", None)
     return values
 
 

@@ -46,7 +46,6 @@ def test_closed_form_step_maximises_the_dual_on_0_1(seed, loss):
     assert dual_along(loss, X, y, alpha, dalpha, lam, g) >= max(values) - 1e-9
 
 
-
 @settings(max_examples=40, deadline=None)
 @given(seed=st.integers(0, 10**6), loss=st.sampled_from(sorted(GAMMA)),
        theta=st.floats(0.05, 1.0))
@@ -116,14 +115,29 @@ def test_the_scaled_line_search_multiplies_the_regulariser_curvature():
     assert line_search_step([s1, s2, s3, 0.35, 0.7], w, dw, lam, 0.0) == plain
 
 
-def test_line_search_relax_is_checked_and_auto_full_relaxes_hinge_only():
+def test_auto_full_relaxes_the_exact_line_search_only():
+    from feddata.partition import horizontal
     from hyfdca import HyFDCASettings
     from hyfdca._settings import AUTO_FULL_RELAX
 
-    assert HyFDCASettings.from_variant("auto").line_search_relax == AUTO_FULL_RELAX < 1
-    assert HyFDCASettings.from_variant("auto", loss="logistic").line_search_relax == 1
-    assert HyFDCASettings.from_variant("auto", participation="fraction",
-                                       fraction=0.5).line_search_relax == 1
+    relax = lambda **kw: HyFDCASettings.from_variant("auto", **kw).line_search_relax  # noqa
+    assert relax() == relax(loss="squared") == AUTO_FULL_RELAX < 1
+    assert relax(loss="logistic") == relax(line_search=False) == 1
+    assert relax(participation="fraction", fraction=0.5) == 1
+    # partial participation on horizontal data: bind() turns the preset into auto-full
+    rng = np.random.default_rng(0)
+    data = horizontal(rng.normal(size=(12, 4)), np.where(rng.random(12) < 0.5, 1.0, -1.0), 3)
+    for loss, expected in (("hinge", AUTO_FULL_RELAX), ("logistic", 1.0)):
+        partial = HyFDCASettings.from_variant("auto", loss=loss, participation="fraction",
+                                              fraction=0.2)
+        assert partial.bind(data).line_search_relax == expected
+    capped = HyFDCASettings.from_variant("capped-line-search", line_search_relax=0.9)
+    assert capped.after_stall().line_search_relax == 1  # no line search after a stall
+
+
+def test_line_search_relax_is_checked():
+    from hyfdca import HyFDCASettings
+
     for bad in (0.0, 1.5, -0.2, "half"):
         with pytest.raises(ValueError, match="line_search_relax must be in"):
             HyFDCASettings.from_variant("line-search", line_search_relax=bad)
