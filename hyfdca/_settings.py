@@ -36,6 +36,9 @@ PROX_RULES = ("auto", "strong")  # prox values resolved on the data by bind()
 # twenty-fourth round). Only where the line search is exact (HyFDCASettings.
 # exact_line_search): not for the logistic loss, whose grid search is not relaxed.
 AUTO_FULL_RELAX = 0.9
+# what HyFDCASettings.exact_line_search asks, for the checks of the options that need it
+EXACT_LINE_SEARCH_NEEDS = ("the exact line search of a loss with a quadratic conjugate: it "
+                           "needs line_search=True and a loss other than logistic")
 # prox_rounds="auto": the centre moves every STRONG_PROX_ROUNDS rounds where the outer
 # loop is strong (mu > PHASE_E_MU lam), every WEAK_PROX_ROUNDS rounds elsewhere. A strong
 # outer loop amplifies its inner solves' error kappa / lam times (the dual at an alpha of
@@ -279,18 +282,14 @@ class HyFDCASettings:
              and 0 < self.line_search_relax <= 1,
              f"line_search_relax must be in (0, 1], got {self.line_search_relax!r}"),
             (self.line_search_relax == 1 or self.exact_line_search,
-             "line_search_relax < 1 relaxes the exact line search of a loss with a "
-             "quadratic conjugate: it needs line_search=True and a loss other than "
-             "logistic"),
+             "line_search_relax < 1 relaxes " + EXACT_LINE_SEARCH_NEEDS),
             (self.curvature_scaling in ("none", "absent-share"),
              f"curvature_scaling must be 'none' or 'absent-share', got "
              f"{self.curvature_scaling!r}"),
             (self.holder_weights in HOLDER_WEIGHTS,
              f"holder_weights must be one of {HOLDER_WEIGHTS}, got {self.holder_weights!r}"),
             (self.curvature_scaling == "none" or self.exact_line_search,
-             "curvature_scaling='absent-share' scales the line search of a loss with a "
-             "quadratic conjugate: it needs line_search=True and a loss other than "
-             "logistic"),
+             "curvature_scaling='absent-share' scales " + EXACT_LINE_SEARCH_NEEDS),
             (not self.stall_fallback or self.line_search,
              "stall_fallback watches the line search: it needs line_search=True"),
             (self.prox in PROX_RULES or (isinstance(self.prox, (int, float))

@@ -120,7 +120,9 @@ def test_auto_full_relaxes_the_exact_line_search_only():
     from hyfdca import HyFDCASettings
     from hyfdca._settings import AUTO_FULL_RELAX
 
-    relax = lambda **kw: HyFDCASettings.from_variant("auto", **kw).line_search_relax  # noqa
+    def relax(**overrides):
+        return HyFDCASettings.from_variant("auto", **overrides).line_search_relax
+
     assert relax() == relax(loss="squared") == AUTO_FULL_RELAX < 1
     assert relax(loss="logistic") == relax(line_search=False) == 1
     assert relax(participation="fraction", fraction=0.5) == 1
