@@ -40,7 +40,8 @@ from hyfdca._batched_layout import (Blocks, Draws, Duals, Params, RoundArrays, S
                                     UnionHoldings, structure_arrays)
 from hyfdca._certificate import (DUAL_SUMS, PRIMAL_SUMS, SEGMENT_SUMS, Certificate,
                                   certified_problem, checked_certificate, choose_dual_point,
-                                  choose_point, larger_l1, next_point_values, prox_iterate)
+                                  choose_point, kept_iterates, larger_l1, next_point_values,
+                                  offered_point, prox_iterate)
 from hyfdca._checkpoint import CheckpointError
 from hyfdca._draws import sample_units, stream_key
 from hyfdca._encoding_range import check_encoding_range
@@ -252,6 +253,9 @@ class BatchedHyFDCA:
         # the proximal problem (kappa, c) the last round solved, before a move at its end:
         # a certificate may certify its iterate (_certificate.certified_problem)
         self.solved_problem = self.rounds_problem()
+        # (x_{t-1}, x_t): the last two rounds' iterates, where a certificate may average
+        # them (_certificate.kept_iterates)
+        self.kept_iterates = (None, None)
         # per-round buffers kept between rounds (a fresh allocation costs page faults)
         self.avail_mask = np.zeros(K, dtype=bool)
         self.shares = np.zeros((line_search_term_count(s), K))
@@ -279,6 +283,8 @@ class BatchedHyFDCA:
                         participation=self.participation.rng.bit_generator.state)
         arrays = dict(arrays, solved_centre=self.solved_problem[1],
                       counters=np.array(json.dumps(counters)))
+        arrays.update({f"kept_iterate{i}": x for i, x in enumerate(self.kept_iterates)
+                       if x is not None})
         buffer = io.BytesIO()
         np.savez(buffer, **arrays)
         return {"engine.npz": buffer.getvalue()}
@@ -317,6 +323,9 @@ class BatchedHyFDCA:
                 target[...] = saved[key]
             solved_centre = (np.array(saved["solved_centre"])
                              if "solved_centre" in saved.files else None)
+            run.kept_iterates = tuple(  # (None: not kept, or from before they were)
+                np.array(saved[f"kept_iterate{i}"]) if f"kept_iterate{i}" in saved.files
+                else None for i in range(2))
         run.version, run.token, run.round = (counters["version"], counters["token"],
                                              counters["round"])
         run.have_point = counters["have_point"]
@@ -458,6 +467,7 @@ class BatchedHyFDCA:
         dw *= g  # w + g dw, as the protocol's server computes it, without temporaries
         self.w += dw
         self.solved_problem = self.rounds_problem()
+        iterate = self.w.copy() if s.certify_two_round_mean else None  # x_t
         if s.prox_adapt and moves_prox_centre(s, stamp):  # as the message engine
             weakened = weakened_outer_loop(s, self.conjugate_total, self.w, self.prox_centre)
             if weakened is not None:
@@ -472,6 +482,8 @@ class BatchedHyFDCA:
         if starts_outer_loop(self.settings, stamp):  # w stays; c = w
             self._run_kappa(self.settings.kappa)
             self.prox_centre, self.prox_last_w = self.w.copy(), self.w.copy()
+        self.kept_iterates = kept_iterates(s, self.kept_iterates, iterate,
+                                           self.solved_problem, self.rounds_problem())
         if plan.second_inner_product:  # at the w the next round starts from
             kern.inner_products(avail, B, P, R, cur, True, self.w, X.wk)
             self._check("an inner product")
@@ -511,7 +523,8 @@ class BatchedHyFDCA:
         kern.aggregate_features(v, B.hold_feat, w_alpha)
         del v
         kappa, centre = certified_problem(s, self.solved_problem, self.rounds_problem())
-        w = prox_iterate(s.lam, kappa, w_alpha, centre)
+        w = offered_point(s, prox_iterate(s.lam, kappa, w_alpha, centre),
+                          self.kept_iterates[0])
         z = np.empty(n_hold)
         sums = np.empty((SEGMENT_SUMS, self.n_clients))
         kern.certificate_sums(B, P, eval_alpha, w, self.scratch.wk,

@@ -39,7 +39,7 @@ from feddata import Participation
 from hyfdca import _messages as msg
 from hyfdca._certificate import (DUAL_SUMS, PRIMAL_SUMS, SEGMENT_SUMS, Certificate,
                                   certified_problem, checked_certificate, larger_l1,
-                                  prox_iterate)
+                                  offered_point, prox_iterate)
 from hyfdca._checkpoint import CheckpointError, pickled, unpickled
 from hyfdca._encoding_range import (LANE_BITS, check_encoding_range, check_slot_capacity,
                                     packing_options)
@@ -435,7 +435,8 @@ class HyFDCARun:
             w_alpha = server.aggregate_primal([v[k] for k in everyone])
             kappa, centre = certified_problem(self.settings, server.solved_problem,
                                               server.rounds_problem())
-            w = prox_iterate(self.settings.lam, kappa, w_alpha, centre)
+            w = offered_point(self.settings, prox_iterate(self.settings.lam, kappa, w_alpha,
+                                                          centre), server.kept_iterates[0])
             self._exchange("certificate: inner products", everyone,
                            lambda k: msg.WeightsAndRequest(
                                w[server.feature_ids[k]], np.arange(server.sample_ids[k].size),

@@ -15,7 +15,7 @@ private key, and no data or labels.
 import numpy as np
 
 from hyfdca import _messages as msg
-from hyfdca._certificate import choose_dual_point, choose_point
+from hyfdca._certificate import choose_dual_point, choose_point, kept_iterates
 from hyfdca._packing import BlockLayout, draw_units
 from hyfdca._round import (choose_step, conjugate_gain, initial_kappa, moves_prox_centre,
                            new_step_record, next_prox_centre, participants_are_synced,
@@ -69,6 +69,9 @@ class Server:
         # the proximal problem (kappa, c) the last round solved, before a move at its end:
         # a certificate may certify its iterate (_certificate.certified_problem)
         self.solved_problem = self.rounds_problem()
+        # (x_{t-1}, x_t): the last two rounds' iterates, where a certificate may average
+        # them (_certificate.kept_iterates)
+        self.kept_iterates = (None, None)
 
     def rounds_problem(self):
         """(kappa, c) of the proximal problem the rounds solve now."""
@@ -113,6 +116,8 @@ class Server:
         vars(self).update(state)
         if "solved_problem" not in state:  # from before the solved problem was kept
             self.solved_problem = self.rounds_problem()
+        if "kept_iterates" not in state:  # from before the iterates were kept
+            self.kept_iterates = (None, None)
 
     # --- dual sync ---------------------------------------------------------------------
 
@@ -271,9 +276,11 @@ class Server:
         prox_adapt's rule (``_round.weakened_outer_loop``: a weaker kappa rescales w and
         each v_k, and the momentum restarts); start the warm-started outer loop where due
         (``_round.starts_outer_loop``). The round's problem (kappa, c) is kept first, for
-        a certificate."""
+        a certificate, and so is its iterate where a certificate may average it with the
+        next round's (``_certificate.kept_iterates``)."""
         s = self.round_settings
         self.solved_problem = self.rounds_problem()
+        iterate = self.w.copy() if self.settings.certify_two_round_mean else None  # x_t
         if s.prox_adapt and moves_prox_centre(s, round_):
             weakened = weakened_outer_loop(s, self.conjugate_total, self.w, self.prox_centre)
             if weakened is not None:
@@ -288,6 +295,8 @@ class Server:
         if starts_outer_loop(self.settings, round_):  # w stays; c = w
             self._run_kappa(self.settings.kappa, self.settings.lam / self.settings.round_lam)
             self.prox_centre, self.prox_last_w = self.w.copy(), self.w.copy()
+        self.kept_iterates = kept_iterates(self.settings, self.kept_iterates, iterate,
+                                           self.solved_problem, self.rounds_problem())
 
     def _run_kappa(self, kappa, scale):
         """The rounds run ``kappa`` from now on, alpha kept: each v_k = (X^k)^T alpha /

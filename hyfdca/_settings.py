@@ -87,11 +87,14 @@ VARIANTS = {
     # auto-full's loop is warm-started (prox_warm_start): its first period runs kappa 0
     # and its first centre is the w reached, not c = 0, where SMS's dual fell by 44 P*
     # (section 6, seventeenth round). Its certificates certify the outer loop's iterate
-    # (certify_outer_iterate; section 6, eighteenth round).
+    # (certify_outer_iterate; section 6, eighteenth round), and at the mean of its last
+    # two rounds' iterates, which the exact line search's zig-zag leaves on either side
+    # of the optimum (certify_two_round_mean; section 6, twenty-fifth round).
     "auto-full": dict(sigma=1.0, rho="norm", line_search=True, sampling="shared",
                       draw="permuted", aggregation="mean", iic=1.0,
                       holder_weights="norm-share", prox="auto", prox_warm_start=True,
-                      certify_outer_iterate=True, line_search_relax=AUTO_FULL_RELAX),
+                      certify_outer_iterate=True, certify_two_round_mean=True,
+                      line_search_relax=AUTO_FULL_RELAX),
     # (its iic is scaled with lam by _preset_values)
     "auto-partial": dict(sigma="safe", rho="norm", line_search=False, sampling="shared",
                          draw="permuted", aggregation="mean", iic=AUTO_PARTIAL_IIC, min_H=10,
@@ -182,7 +185,10 @@ class HyFDCASettings:
     (``_round.starts_outer_loop``). ``certify_outer_iterate``: a certificate offers the
     iterate of the proximal problem the last round solved (before a move of the centre
     at its end: the outer loop's x_k), not that of the rounds' problem after the move
-    (``_certificate.certified_problem``).
+    (``_certificate.certified_problem``). ``certify_two_round_mean`` (needs
+    certify_outer_iterate): it offers (x_t + x_{t-1}) / 2, the mean of that iterate and
+    the one of the round before, where both rounds solved the same problem
+    (``_certificate.offered_point``).
     """
 
     loss: str = "hinge"
@@ -213,6 +219,7 @@ class HyFDCASettings:
     prox_adapt: bool = False
     prox_warm_start: bool = False
     certify_outer_iterate: bool = False
+    certify_two_round_mean: bool = False
     # fields given explicitly to from_variant (kept when bind() re-resolves "auto")
     overridden: tuple = ()
     # filled in by bind(); read through lam_n and sigma_bound, which refuse unbound settings
@@ -307,6 +314,12 @@ class HyFDCASettings:
             (self.certify_outer_iterate in (True, False),
              "certify_outer_iterate must be True or False, got "
              f"{self.certify_outer_iterate!r}"),
+            (self.certify_two_round_mean in (True, False),
+             "certify_two_round_mean must be True or False, got "
+             f"{self.certify_two_round_mean!r}"),
+            (not self.certify_two_round_mean or self.certify_outer_iterate,
+             "certify_two_round_mean averages the iterates of the problem the last two "
+             "rounds solved: it needs certify_outer_iterate=True"),
             (not self.prox_adapt or self.loss in CLASSIFICATION_LOSSES,
              "prox_adapt compares the dual with P(0) = l(0), which the server knows for "
              f"the classification losses {CLASSIFICATION_LOSSES} only, not {self.loss!r}"),

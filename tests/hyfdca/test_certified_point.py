@@ -105,10 +105,10 @@ def test_both_engines_certify_the_same_points(grid):
         np.testing.assert_array_equal(ca.w, cb.w)
 
 
-def outer_loop(**fields):
+def outer_loop(prox_rounds=2, **fields):
     """Full participation with a fixed proximal outer loop (mu = 5 lam), the centre
-    moved after every second round."""
-    return HyFDCASettings.from_variant("auto", lam=LAM, prox=4 * LAM, prox_rounds=2,
+    moved after every ``prox_rounds`` rounds."""
+    return HyFDCASettings.from_variant("auto", lam=LAM, prox=4 * LAM, prox_rounds=prox_rounds,
                                        prox_warm_start=False, **fields)
 
 
@@ -129,7 +129,7 @@ def test_a_move_of_the_centre_certifies_the_iterate_before_it(grid, outer):
     the outer loop's x_k), not its w after (which holds the offset of the extrapolated
     centre); without it, the w after. Between moves it is the server's w. Both engines,
     the same bits."""
-    s = outer_loop(iic=0.5, certify_outer_iterate=outer)
+    s = outer_loop(iic=0.5, certify_outer_iterate=outer, certify_two_round_mean=False)
     runs = {"protocol": HyFDCARun(grid, s, seed=3), "batched": BatchedHyFDCA(grid, s, seed=3)}
     certified = {}
     for name, run in runs.items():
@@ -151,6 +151,65 @@ def test_a_move_of_the_centre_certifies_the_iterate_before_it(grid, outer):
     for ca, cb in zip(certified["protocol"], certified["batched"]):
         assert (ca.primal, ca.dual, ca.iterate_primal, ca.iterate_dual) == (
             cb.primal, cb.dual, cb.iterate_primal, cb.iterate_dual)
+
+
+def test_auto_full_certifies_the_two_round_mean_and_the_partial_presets_do_not():
+    assert HyFDCASettings.from_variant("auto").certify_two_round_mean
+    for fraction in (0.9, 0.5, 0.1):
+        assert not HyFDCASettings.from_variant("auto", participation="fraction",
+                                               fraction=fraction).certify_two_round_mean
+    with pytest.raises(ValueError, match="certify_two_round_mean must be True or False"):
+        settings(certify_two_round_mean="yes")
+    with pytest.raises(ValueError, match="certify_two_round_mean averages .* needs "
+                                         "certify_outer_iterate=True"):
+        settings(certify_two_round_mean=True)
+
+
+def test_the_certificate_offers_the_mean_of_the_last_two_iterates(grid):
+    """With ``certify_two_round_mean`` (auto-full) a certificate after round t offers
+    (x_t + x_{t-1}) / 2, x the server's w after each round before a move of the centre,
+    where rounds t - 1 and t solved the same problem; after the first round and the
+    round after a move (rounds 1, 4, 7 with the centre moved every third round) it
+    offers x_t. Both engines, the same bits, a certificate every round."""
+    s = outer_loop(iic=0.5, prox_rounds=3)
+    assert s.certify_two_round_mean
+    runs = {"protocol": HyFDCARun(grid, s, seed=3), "batched": BatchedHyFDCA(grid, s, seed=3)}
+    certified = {}
+    for name, run in runs.items():
+        state = run.server if name == "protocol" else run
+        certified[name], earlier = [], None
+        for round_ in range(1, 9):
+            run.step()
+            # x_t: the server's w before the move at the end of rounds 3 and 6
+            iterate = (state.prox_last_w if round_ % 3 == 0 else state.w).copy()
+            cert = run.certificate()
+            certified[name].append(cert)
+            offered = iterate if round_ % 3 == 1 else 0.5 * (iterate + earlier)
+            assert cert.iterate_primal == pytest.approx(pooled_primal(grid, offered),
+                                                        abs=1e-7)
+            if round_ % 3 != 1:  # the mean, not x_t
+                assert abs(cert.iterate_primal - pooled_primal(grid, iterate)) > 1e-6
+            earlier = iterate
+    for ca, cb in zip(certified["protocol"], certified["batched"]):
+        assert (ca.primal, ca.dual, ca.iterate_primal, ca.iterate_dual) == (
+            cb.primal, cb.dual, cb.iterate_primal, cb.iterate_dual)
+
+
+@pytest.mark.parametrize("engine", [HyFDCARun, BatchedHyFDCA])
+def test_a_checkpoint_keeps_the_iterate_the_next_certificate_averages(grid, tmp_path, engine):
+    """A run restored from a checkpoint certifies, a round later, the point the
+    uninterrupted run certifies (the last round's iterate is saved)."""
+    s = outer_loop(iic=0.5, prox_rounds=5)
+    run = engine(grid, s, seed=3)
+    for _ in range(2):
+        run.step()
+    for name, data in run.checkpoint_files().items():
+        (tmp_path / name).write_bytes(data)
+    restored = engine.from_checkpoint(tmp_path, grid, s, seed=3)
+    run.step()
+    restored.step()
+    a, b = run.certificate(), restored.certificate()
+    assert (a.primal, a.dual, a.iterate_primal) == (b.primal, b.dual, b.iterate_primal)
 
 
 @pytest.mark.parametrize("engine", [HyFDCARun, BatchedHyFDCA])
