@@ -523,8 +523,8 @@ class BatchedHyFDCA:
         kern.aggregate_features(v, B.hold_feat, w_alpha)
         del v
         kappa, centre = certified_problem(s, self.solved_problem, self.rounds_problem())
-        w = offered_point(s, prox_iterate(s.lam, kappa, w_alpha, centre),
-                          self.kept_iterates[0])
+        w, kept = offered_point(s, prox_iterate(s.lam, kappa, w_alpha, centre),
+                                self.kept_iterates)
         z = np.empty(n_hold)
         sums = np.empty((SEGMENT_SUMS, self.n_clients))
         kern.certificate_sums(B, P, eval_alpha, w, self.scratch.wk,
@@ -544,6 +544,7 @@ class BatchedHyFDCA:
                             larger_l1(w, w_alpha, point_w, dual_point_w), lam=s.lam,
                             frac_bits=self.frac_bits, n_clients=self.n_clients,
                             max_sq_norm=self.max_sq_norm, round_=self.round)
+        self.kept_iterates = kept
         self.point_z[:] = next_point_values(step, z, self.point_z)
         self.point_w[:] = point_w
         self.dual_point_alpha[:] = next_point_values(dual_step, eval_alpha,

@@ -93,28 +93,32 @@ def prox_iterate(lam, kappa, w_alpha, centre):
     return (kappa / mu) * centre + (lam / mu) * w_alpha
 
 
-def offered_point(settings, iterate, earlier):
-    """The primal point a certificate offers: the certified problem's ``iterate`` x_t
-    (:func:`prox_iterate`), or under ``settings.certify_two_round_mean`` the mean
-    (x_t + x_{t-1}) / 2 with ``earlier`` = x_{t-1}, the server's w after the round before,
-    where that round solved the same problem (None where it did not, or no round has
-    run: then x_t). At full participation the exact line search zig-zags (consecutive
-    steps nearly opposite, docs/algorithm.md section 6, twenty-fourth round), so x_t
-    and x_{t-1} lie on either side of the optimum, and by convexity
-    P((x_t + x_{t-1}) / 2) <= (P(x_t) + P(x_{t-1})) / 2."""
-    if not settings.certify_two_round_mean or earlier is None:
-        return iterate
-    return 0.5 * (iterate + earlier)
+def offered_point(settings, iterate, kept):
+    """(The primal point a certificate after round t offers, the iterates kept after it).
+    The point is the certified problem's ``iterate`` x_t (:func:`prox_iterate`), or under
+    ``settings.certify_two_round_mean`` the mean (x_t + x_{t-1}) / 2 where ``kept`` =
+    (x_{t-1}, x_t) holds x_{t-1} (:func:`kept_iterates`: the round before solved the
+    same problem and ended without a certificate). At full participation the exact line
+    search zig-zags (consecutive steps nearly opposite, docs/algorithm.md section 6,
+    twenty-fourth round), so x_t and x_{t-1} lie on either side of the optimum and, P
+    being convex, P((x_t + x_{t-1}) / 2) <= (P(x_t) + P(x_{t-1})) / 2. After a
+    certificate x_t is not kept: the next certificate's segment starts from a point
+    chosen on one that ends at x_t, and offering the mean there slowed it (measured,
+    section 6, twenty-fifth round)."""
+    if not settings.certify_two_round_mean:
+        return iterate, kept
+    point = iterate if kept[0] is None else 0.5 * (iterate + kept[0])
+    return point, (kept[0], None)
 
 
 def kept_iterates(settings, kept, iterate, solved, current):
     """The iterates kept after round t's end, (x_{t-1}, x_t), from those kept after round
     t - 1, ``kept`` = (x_{t-2}, x_{t-1}), and ``iterate`` = x_t, the server's w before a
     move of the centre at the round's end (a copy that nothing changes later). A
-    certificate after round t averages the first with its x_t (:func:`offered_point`).
-    x_t is kept where the problem the round ``solved`` (kappa, c) is the one the rounds
-    solve next (``current``: no move of the centre, no change of kappa), else None;
-    both are None without ``settings.certify_two_round_mean``."""
+    certificate after round t averages the first with its x_t (:func:`offered_point`,
+    which drops the second). x_t is kept where the problem the round ``solved`` (kappa,
+    c) is the one the rounds solve next (``current``: no move of the centre, no change
+    of kappa), else None; both are None without ``settings.certify_two_round_mean``."""
     if not settings.certify_two_round_mean:
         return None, None
     unchanged = solved[0] == current[0] and np.array_equal(solved[1], current[1])

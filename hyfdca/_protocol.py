@@ -435,8 +435,9 @@ class HyFDCARun:
             w_alpha = server.aggregate_primal([v[k] for k in everyone])
             kappa, centre = certified_problem(self.settings, server.solved_problem,
                                               server.rounds_problem())
-            w = offered_point(self.settings, prox_iterate(self.settings.lam, kappa, w_alpha,
-                                                          centre), server.kept_iterates[0])
+            w, kept = offered_point(self.settings, prox_iterate(self.settings.lam, kappa,
+                                                                w_alpha, centre),
+                                    server.kept_iterates)
             self._exchange("certificate: inner products", everyone,
                            lambda k: msg.WeightsAndRequest(
                                w[server.feature_ids[k]], np.arange(server.sample_ids[k].size),
@@ -458,5 +459,6 @@ class HyFDCARun:
                             frac_bits=self.frac_bits,
                             n_clients=self.layout.n_clients, max_sq_norm=self.max_sq_norm,
                             round_=self.round)
+        server.kept_iterates = kept
         server.commit_point(step, point_w, dual_step, dual_point_w)
         return Certificate(primal, dual, point_w.copy(), iterate, iterate_dual)

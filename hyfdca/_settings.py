@@ -187,8 +187,8 @@ class HyFDCASettings:
     at its end: the outer loop's x_k), not that of the rounds' problem after the move
     (``_certificate.certified_problem``). ``certify_two_round_mean`` (needs
     certify_outer_iterate): it offers (x_t + x_{t-1}) / 2, the mean of that iterate and
-    the one of the round before, where both rounds solved the same problem
-    (``_certificate.offered_point``).
+    the one of the round before, where both rounds solved the same problem and the
+    round before ended without a certificate (``_certificate.offered_point``).
     """
 
     loss: str = "hinge"
