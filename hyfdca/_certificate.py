@@ -6,7 +6,9 @@ It also holds the certified points (docs/algorithm.md section 3): the primal mod
 certificate certifies is the best point of the segment between the last certified point
 w_c and this certificate's w(alpha), w_c <- c w(alpha) + (1 - c) w_c with c in
 ``POINT_STEPS`` minimising P (with ``prox`` > 0, a proximal iterate in place of
-w(alpha): :func:`certified_problem`, :func:`prox_iterate`); its lower bound is D at
+w(alpha): :func:`certified_problem`, :func:`prox_iterate`; with
+``certify_two_round_mean``, its mean with the round before's: :func:`offered_point`,
+:func:`kept_iterates`); its lower bound is D at
 the certified dual point, the best point of the segment between the last one alpha_c
 and this certificate's alpha, alpha_c <- t alpha + (1 - t) alpha_c with t in
 ``POINT_STEPS`` maximising D (the conjugate's domain, a box for the classification
