@@ -12,8 +12,10 @@ plaintext, the message protocol's iterates bit for bit) from alpha = 0 and evalu
   point and alpha, so its dual never falls): the certificate proves (P(w_c) - P*)/P*
   below the target;
 * worst after 50: the largest relative loss (P(w_c) - P*)/P* of the certified point at
-  an evaluation from round 50 on; iterate's worst: the same for w(alpha) itself (noisy:
-  docs/algorithm.md section 5, lesson (d));
+  an evaluation from round 50 on; iterate's worst: the same for the point the
+  certificate offers, w(alpha) itself or, with the proximal outer loop, its proximal
+  iterate (auto-full: the mean of the last two rounds' iterates, docs/algorithm.md
+  section 6, twenty-fifth round) (noisy: docs/algorithm.md section 5, lesson (d));
 * dual fall: the largest fall of D(alpha) below its best earlier value, over P* (0 for
   a dual that never falls; the certified dual point never falls, the iterate alpha
   may);

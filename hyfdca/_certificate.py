@@ -29,7 +29,9 @@ POINT_STEPS = np.arange(33) / 32.0
 
 class Certificate(NamedTuple):
     """One certificate: ``primal`` = P(w_c) of the certified point ``w`` (<= the last
-    certified point's but after a reset, and <= ``iterate_primal`` = P(w(alpha))),
+    certified point's but after a reset, and <= ``iterate_primal``, P of the point the
+    certificate offers: w(alpha), its proximal iterate, or the two-round mean of
+    :func:`offered_point`),
     ``dual`` = D(alpha_c) of the certified dual point (>= the last one's but after a
     reset, and >= ``iterate_dual`` = D(alpha))."""
 
@@ -134,8 +136,8 @@ def next_point_values(step, z, z_point):
 
 
 def choose_point(lam, w, w_point, loss_sums):
-    """(c, P(w_c new), w_c new, P(w(alpha))) from the revealed ``loss_sums`` (one per
-    c in POINT_STEPS): c minimises P(c w + (1 - c) w_c) = (lam/2)||c w + (1 - c) w_c||^2
+    """(c, P(w_c new), w_c new, P(w)) from the revealed ``loss_sums`` (one per
+    c in POINT_STEPS; w the offered point): c minimises P(c w + (1 - c) w_c) = (lam/2)||c w + (1 - c) w_c||^2
     + loss sum; ties go to the larger c. ``w_point=None`` (no point yet, or a client lost
     its point margins) takes c = 1."""
     iterate = 0.5 * lam * float(w @ w) + float(loss_sums[-1])

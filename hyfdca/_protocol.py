@@ -411,10 +411,11 @@ class HyFDCARun:
 
     def certificate(self):
         """A :class:`Certificate` by secure sums over every client: the certified point
-        w_c, the best point of the segment between the last one and w(alpha), and the
+        w_c, the best point of the segment between the last one and the offered point
+        (w(alpha), its proximal iterate or the two-round mean: ``offered_point``), and the
         certified dual point alpha_c, the best of the segment between the last one and
-        alpha (``hyfdca._certificate``), with P(w_c), D(alpha_c), P(w(alpha)) and
-        D(alpha).
+        alpha (``hyfdca._certificate``), with P(w_c), D(alpha_c), P at the offered point
+        and D(alpha).
 
         A separate exchange with all clients (its traffic is not charged to a round): they
         sync alpha and send v_k, so w = X^T alpha/(lam N) exactly; then every margin is

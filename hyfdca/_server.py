@@ -345,9 +345,9 @@ class Server:
                                self.point_version)
 
     def point_choice(self, w, loss_sums, holding):
-        """(c, P(w_c), w_c, P(w(alpha))) for the certified point from the revealed
-        segment loss sums (``choose_point``; c = 1 unless all clients, ``holding`` of
-        them, kept the last points). Nothing changes before ``commit_point``."""
+        """(c, P(w_c), w_c, P(w)) for the certified point (w the offered point) from the
+        revealed segment loss sums (``choose_point``; c = 1 unless all clients,
+        ``holding`` of them, kept the last points). Nothing changes before ``commit_point``."""
         last = self.point_w if self._all_hold(holding) else None
         return choose_point(self.settings.lam, w, last, loss_sums)
 

@@ -186,7 +186,7 @@ class HyFDCASettings:
     iterate of the proximal problem the last round solved (before a move of the centre
     at its end: the outer loop's x_k), not that of the rounds' problem after the move
     (``_certificate.certified_problem``). ``certify_two_round_mean`` (needs
-    certify_outer_iterate): it offers (x_t + x_{t-1}) / 2, the mean of that iterate and
+    certify_outer_iterate; a preset's falls to False where that is off): it offers (x_t + x_{t-1}) / 2, the mean of that iterate and
     the one of the round before, where both rounds solved the same problem and the
     round before ended without a certificate (``_certificate.offered_point``).
     """
@@ -258,6 +258,8 @@ class HyFDCASettings:
         settings = cls(**values)
         if "line_search_relax" not in overrides and not settings.exact_line_search:
             settings = replace(settings, line_search_relax=1.0)
+        if "certify_two_round_mean" not in overrides and not settings.certify_outer_iterate:
+            settings = replace(settings, certify_two_round_mean=False)
         settings.validate()
         return settings
 

@@ -9,7 +9,9 @@ import pytest
 from feddata import partition as P
 from hyfdca import BatchedHyFDCA, HyFDCARun, HyFDCASettings
 from hyfdca import _messages as msg
-from hyfdca._certificate import POINT_STEPS, choose_dual_point, choose_point, prox_iterate
+from hyfdca import _batched, _protocol
+from hyfdca._certificate import (POINT_STEPS, CertificateError, choose_dual_point,
+                                 choose_point, prox_iterate)
 
 LAM = 1e-3
 
@@ -163,6 +165,15 @@ def test_auto_full_certifies_the_two_round_mean_and_the_partial_presets_do_not()
     with pytest.raises(ValueError, match="certify_two_round_mean averages .* needs "
                                          "certify_outer_iterate=True"):
         settings(certify_two_round_mean=True)
+    # a preset's mean is off where its outer iterate is (as theta falls to 1 where the
+    # line search is not exact), here and in bind() on horizontal data
+    plain = HyFDCASettings.from_variant("auto", lam=LAM, certify_outer_iterate=False)
+    assert not plain.certify_two_round_mean
+    X, y = np.ones((6, 2)), np.array([1.0, -1.0] * 3)
+    bound = HyFDCASettings.from_variant(
+        "auto", lam=LAM, participation="fraction", fraction=0.5,
+        certify_outer_iterate=False).bind(P.horizontal(X, y, 2))
+    assert bound.variant == "auto" and not bound.certify_two_round_mean
 
 
 def test_the_certificate_offers_the_mean_of_the_last_two_iterates(grid):
@@ -197,6 +208,37 @@ def test_the_certificate_offers_the_mean_of_the_last_two_iterates(grid):
     for ca, cb in zip(certified["protocol"], certified["batched"]):
         assert (ca.primal, ca.dual, ca.iterate_primal, ca.iterate_dual) == (
             cb.primal, cb.dual, cb.iterate_primal, cb.iterate_dual)
+
+
+@pytest.mark.parametrize("engine", [HyFDCARun, BatchedHyFDCA])
+def test_a_failed_certificate_keeps_the_iterates_and_a_second_offers_the_same_point(
+        grid, monkeypatch, engine):
+    """A certificate that raises (its check fails) after round 3 leaves the kept
+    iterates as they were: the certificate after round 4 offers the mean of x_4 and x_3,
+    as in a run that had no certificate after round 3. A second certificate after the
+    same round offers the same point again."""
+    s = outer_loop(iic=0.5, prox_rounds=5)
+    clean, failing = engine(grid, s, seed=3), engine(grid, s, seed=3)
+    for _ in range(3):
+        clean.step()
+        failing.step()
+    module = _protocol if engine is HyFDCARun else _batched
+
+    def fails(*args, **kwargs):
+        raise CertificateError("forced")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(module, "checked_certificate", fails)
+        with pytest.raises(CertificateError, match="forced"):
+            failing.certificate()
+    clean.step()
+    failing.step()
+    a, b, again = clean.certificate(), failing.certificate(), failing.certificate()
+    assert (a.primal, a.dual, a.iterate_primal) == (b.primal, b.dual, b.iterate_primal)
+    assert again.iterate_primal == b.iterate_primal
+    # the mean indeed: x_4 alone is another point
+    state = clean.server if engine is HyFDCARun else clean
+    assert abs(a.iterate_primal - pooled_primal(grid, state.w)) > 1e-6
 
 
 @pytest.mark.parametrize("engine", [HyFDCARun, BatchedHyFDCA])
