@@ -186,9 +186,10 @@ class HyFDCASettings:
     iterate of the proximal problem the last round solved (before a move of the centre
     at its end: the outer loop's x_k), not that of the rounds' problem after the move
     (``_certificate.certified_problem``). ``certify_two_round_mean`` (needs
-    certify_outer_iterate; a preset's falls to False where that is off): it offers (x_t + x_{t-1}) / 2, the mean of that iterate and
-    the one of the round before, where both rounds solved the same problem and the
-    round before ended without a certificate (``_certificate.offered_point``).
+    certify_outer_iterate; a preset's falls to False where that is off): it offers
+    (x_t + x_{t-1}) / 2, the mean of that iterate and the one of the round before, where
+    both rounds solved the same problem and the round before ended without a
+    certificate (``_certificate.offered_point``).
     """
 
     loss: str = "hinge"
