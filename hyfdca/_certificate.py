@@ -138,8 +138,8 @@ def next_point_values(step, z, z_point):
 def choose_point(lam, w, w_point, loss_sums):
     """(c, P(w_c new), w_c new, P(w)) from the revealed ``loss_sums`` (one per c in
     POINT_STEPS; w the offered point): c minimises P(c w + (1 - c) w_c) =
-    (lam/2)||c w + (1 - c) w_c||^2 + loss sum; ties go to the larger c. ``w_point=None`` (no point yet, or a client lost
-    its point margins) takes c = 1."""
+    (lam/2)||c w + (1 - c) w_c||^2 + loss sum; ties go to the larger c.
+    ``w_point=None`` (no point yet, or a client lost its point margins) takes c = 1."""
     iterate = 0.5 * lam * float(w @ w) + float(loss_sums[-1])
     if w_point is None:
         return 1.0, iterate, w, iterate
