@@ -3,6 +3,8 @@ last certified point and w(alpha), and the best dual point of the segment betwee
 last certified dual point and alpha; the same bits in both engines, kept by the clients,
 reset when a client lost them."""
 
+import io
+
 import numpy as np
 import pytest
 
@@ -256,6 +258,24 @@ def test_a_checkpoint_keeps_the_iterate_the_next_certificate_averages(grid, tmp_
     restored.step()
     a, b = run.certificate(), restored.certificate()
     assert (a.primal, a.dual, a.iterate_primal) == (b.primal, b.dual, b.iterate_primal)
+
+
+def test_a_batched_checkpoint_without_kept_iterates_loads_with_none_kept(grid, tmp_path):
+    """A batched checkpoint written before the iterates were kept (no ``kept_iterate*``
+    arrays) loads as one that keeps none: the next certificate offers x_t alone."""
+    s = outer_loop(iic=0.5, prox_rounds=5)
+    run = BatchedHyFDCA(grid, s, seed=3)
+    for _ in range(2):
+        run.step()
+    with np.load(io.BytesIO(run.checkpoint_files()["engine.npz"])) as saved:
+        assert {"kept_iterate1"} <= set(saved.files)
+        old = {key: saved[key] for key in saved.files if not key.startswith("kept_iterate")}
+    np.savez(tmp_path / "engine.npz", **old)
+    restored = BatchedHyFDCA.from_checkpoint(tmp_path, grid, s, seed=3)
+    assert restored.kept_iterates == (None, None)
+    restored.step()
+    cert = restored.certificate()
+    assert cert.iterate_primal == pytest.approx(pooled_primal(grid, restored.w), abs=1e-7)
 
 
 @pytest.mark.parametrize("engine", [HyFDCARun, BatchedHyFDCA])
