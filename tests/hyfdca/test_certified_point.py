@@ -116,13 +116,14 @@ def outer_loop(prox_rounds=2, **fields):
                                        prox_warm_start=False, **fields)
 
 
-def test_auto_full_certifies_the_outer_iterate_and_the_partial_presets_do_not():
-    assert HyFDCASettings.from_variant("auto").certify_outer_iterate
+@pytest.mark.parametrize("field", ["certify_outer_iterate", "certify_two_round_mean"])
+def test_auto_full_certifies_so_and_the_partial_presets_do_not(field):
+    assert getattr(HyFDCASettings.from_variant("auto"), field)
     for fraction in (0.9, 0.5, 0.1):
-        assert not HyFDCASettings.from_variant("auto", participation="fraction",
-                                               fraction=fraction).certify_outer_iterate
-    with pytest.raises(ValueError, match="certify_outer_iterate must be True or False"):
-        settings(certify_outer_iterate="yes")
+        assert not getattr(HyFDCASettings.from_variant("auto", participation="fraction",
+                                                       fraction=fraction), field)
+    with pytest.raises(ValueError, match=f"{field} must be True or False"):
+        settings(**{field: "yes"})
 
 
 @pytest.mark.parametrize("outer", [True, False])
@@ -157,13 +158,7 @@ def test_a_move_of_the_centre_certifies_the_iterate_before_it(grid, outer):
             cb.primal, cb.dual, cb.iterate_primal, cb.iterate_dual)
 
 
-def test_auto_full_certifies_the_two_round_mean_and_the_partial_presets_do_not():
-    assert HyFDCASettings.from_variant("auto").certify_two_round_mean
-    for fraction in (0.9, 0.5, 0.1):
-        assert not HyFDCASettings.from_variant("auto", participation="fraction",
-                                               fraction=fraction).certify_two_round_mean
-    with pytest.raises(ValueError, match="certify_two_round_mean must be True or False"):
-        settings(certify_two_round_mean="yes")
+def test_the_two_round_mean_needs_the_outer_iterate():
     with pytest.raises(ValueError, match="certify_two_round_mean averages .* needs "
                                          "certify_outer_iterate=True"):
         settings(certify_two_round_mean=True)
