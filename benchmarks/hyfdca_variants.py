@@ -14,8 +14,7 @@ plaintext, the message protocol's iterates bit for bit) from alpha = 0 and evalu
 * worst after 50: the largest relative loss (P(w_c) - P*)/P* of the certified point at
   an evaluation from round 50 on; iterate's worst: the same for the point the
   certificate offers, w(alpha) itself or, with the proximal outer loop, its proximal
-  iterate (auto-full: the mean of the last two rounds' iterates, docs/algorithm.md
-  section 6, twenty-fifth round) (noisy: docs/algorithm.md section 5, lesson (d));
+  iterate (noisy: docs/algorithm.md section 5, lesson (d));
 * dual fall: the largest fall of D(alpha) below its best earlier value, over P* (0 for
   a dual that never falls; the certified dual point never falls, the iterate alpha
   may);

@@ -17,8 +17,8 @@ EVAL_FIELDS = ("primal", "dual", "gap", "relative_loss", "validation_accuracy",
                "iterate_primal", "iterate_dual")
 # primal: P of the model the evaluation certifies (HyFDCA: the certified point);
 # iterate_primal: P of the method's current iterate (HyFDCA: the point its certificate
-# offers, w(alpha), its proximal iterate, or auto-full's two-round mean; a method without
-# a certified point: the same as primal); dual and iterate_dual the same for the lower
+# offers, w(alpha) or its proximal iterate x_t; a method without a certified point: the
+# same as primal); dual and iterate_dual the same for the lower
 # bound (HyFDCA: D at the certified dual point, and D(alpha))
 CERTIFICATE_FIELDS = ("available", "rtc", "encrypt", "decrypt", "add", "multiply",
                       "encryption_seconds")

@@ -40,8 +40,9 @@ from hyfdca._batched_layout import (Blocks, Draws, Duals, Params, RoundArrays, S
                                     UnionHoldings, structure_arrays)
 from hyfdca._certificate import (DUAL_SUMS, PRIMAL_SUMS, SEGMENT_SUMS, Certificate,
                                   certified_problem, checked_certificate, choose_dual_point,
-                                  choose_point, kept_iterates, larger_l1, next_point_values,
-                                  offered_point, prox_iterate)
+                                  choose_triangle_point, kept_iterates, larger_l1,
+                                  line_point, next_point_values, offered_points,
+                                  prox_iterate)
 from hyfdca._checkpoint import CheckpointError
 from hyfdca._draws import sample_units, stream_key
 from hyfdca._encoding_range import check_encoding_range
@@ -467,7 +468,7 @@ class BatchedHyFDCA:
         dw *= g  # w + g dw, as the protocol's server computes it, without temporaries
         self.w += dw
         self.solved_problem = self.rounds_problem()
-        iterate = self.w.copy() if s.certify_two_round_mean else None  # x_t
+        iterate = self.w.copy() if s.certify_two_iterates else None  # x_t
         if s.prox_adapt and moves_prox_centre(s, stamp):  # as the message engine
             weakened = weakened_outer_loop(s, self.conjugate_total, self.w, self.prox_centre)
             if weakened is not None:
@@ -515,7 +516,8 @@ class BatchedHyFDCA:
         HyFDCARun.certificate."""
         s, B, P = self.settings, self.blocks, self.params
         n_hold = B.hold_sample.size
-        self._record_certificate_cost()
+        self._record_certificate_cost(with_previous=s.certify_two_iterates
+                                      and self.kept_iterates[0] is not None)
         eval_alpha = np.empty(n_hold)
         v = np.empty(B.hold_feat.size)
         kern.certificate_primal(B, P._replace(lam_n=s.lam_n), self.duals, eval_alpha, v)
@@ -523,29 +525,37 @@ class BatchedHyFDCA:
         kern.aggregate_features(v, B.hold_feat, w_alpha)
         del v
         kappa, centre = certified_problem(s, self.solved_problem, self.rounds_problem())
-        w, kept = offered_point(s, prox_iterate(s.lam, kappa, w_alpha, centre),
-                                self.kept_iterates)
+        x, x_previous, kept = offered_points(s, prox_iterate(s.lam, kappa, w_alpha, centre),
+                                             self.kept_iterates)
+        margin_parts = (np.empty(n_hold, dtype=np.int64),
+                        np.empty(self.n_samples, dtype=np.int64))
         z = np.empty(n_hold)
-        sums = np.empty((SEGMENT_SUMS, self.n_clients))
-        kern.certificate_sums(B, P, eval_alpha, w, self.scratch.wk,
-                              np.empty(n_hold, dtype=np.int64),
-                              np.empty(self.n_samples, dtype=np.int64), z,
-                              np.empty(n_hold), self.point_z, self.have_point,
-                              self.dual_point_alpha, self.have_dual_point, sums,
-                              self.arrays.err)
+        kern.certificate_margins(B, P, x, self.scratch.wk, *margin_parts, z, self.arrays.err)
+        z_previous = z
+        if x_previous is not None:
+            z_previous = np.empty(n_hold)
+            kern.certificate_margins(B, P, x_previous, self.scratch.wk, *margin_parts,
+                                     z_previous, self.arrays.err)
         self._check("a margin")
+        sums = np.empty((SEGMENT_SUMS, self.n_clients))
+        kern.certificate_sums(B, P, eval_alpha, z, z_previous, x_previous is not None,
+                              np.empty(n_hold), self.point_z, self.have_point,
+                              self.dual_point_alpha, self.have_dual_point, sums)
         totals = unmasked_total(sums, self.frac_bits)
-        step, primal, point_w, iterate = choose_point(
-            s.lam, w, self.point_w if self.have_point else None, totals[PRIMAL_SUMS])
+        line, step, primal, point_w, iterate = choose_triangle_point(
+            s.lam, x, x_previous, self.point_w if self.have_point else None,
+            totals[PRIMAL_SUMS])
         dual_step, dual, dual_point_w, iterate_dual = choose_dual_point(
             s.lam, w_alpha, self.dual_point_w if self.have_dual_point else None,
             totals[DUAL_SUMS])
         checked_certificate(min(primal, iterate), dual,
-                            larger_l1(w, w_alpha, point_w, dual_point_w), lam=s.lam,
+                            larger_l1(*(v for v in (x, x_previous) if v is not None),
+                                      w_alpha, point_w, dual_point_w), lam=s.lam,
                             frac_bits=self.frac_bits, n_clients=self.n_clients,
                             max_sq_norm=self.max_sq_norm, round_=self.round)
         self.kept_iterates = kept
-        self.point_z[:] = next_point_values(step, z, self.point_z)
+        self.point_z[:] = next_point_values(step, line_point(line, z, z_previous),
+                                            self.point_z)
         self.point_w[:] = point_w
         self.dual_point_alpha[:] = next_point_values(dual_step, eval_alpha,
                                                       self.dual_point_alpha)
@@ -553,19 +563,22 @@ class BatchedHyFDCA:
         self.have_point = self.have_dual_point = True
         return Certificate(primal, dual, self.point_w.copy(), iterate, iterate_dual)
 
-    def _record_certificate_cost(self):
+    def _record_certificate_cost(self, with_previous):
         """The message protocol's counts of a certificate (``HyFDCARun.certificate_costs``;
-        bytes reported as 0): 3 round trips and 3K messages each way; every client
-        encrypts its part of each margin it holds (the server adds them) and decrypts its
-        margins and its alpha_i changed since its last sync (not committed)."""
+        bytes reported as 0): 3 round trips and 3K messages each way, and one more of
+        each for x_{t-1}'s margins where the certificate searches its line
+        (``with_previous``); every client encrypts its part of each margin it holds (the
+        server adds them) and decrypts its margins, per point, and its alpha_i changed
+        since its last sync (not committed)."""
         B, D, K = self.blocks, self.duals, self.n_clients
         held = int(B.hold_sample.size)
         synced_at = np.repeat(np.asarray(D.synced_at), np.diff(B.row_off))
         due = int(np.count_nonzero(np.asarray(D.changed_at)[B.hold_sample] > synced_at))
+        points = 2 if with_previous else 1
         self.certificate_costs.append(dict(
-            round=self.round, available=K, rtc=3, messages_down=3 * K, messages_up=3 * K,
-            bytes_down=0, bytes_up=0, encrypt=held, decrypt=held + due, add=held,
-            multiply=0))
+            round=self.round, available=K, rtc=2 + points, messages_down=(2 + points) * K,
+            messages_up=(2 + points) * K, bytes_down=0, bytes_up=0, encrypt=points * held,
+            decrypt=points * held + due, add=points * held, multiply=0))
 
 
 def setup_row_norms(partial, hold_sample, counts, frac_bits):

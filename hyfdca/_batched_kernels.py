@@ -665,19 +665,14 @@ def certificate_primal(B, P, duals, eval_alpha, v):
                 feat_off[k])
 
 
-@njit(cache=True, parallel=True)
-def certificate_sums(B, P, eval_alpha, w, wk, parts, margin, z, weight, point_z, have_point,
-                     dual_point, have_dual_point, out, err):
-    """Every margin by secure inner product (``z``, per holding), then each client's
-    segment sums (``out[:, k]``, ``hyfdca._certificate.segment_objective_sums``) between
-    w(alpha) and the certified point, whose margins are ``point_z`` (``z`` itself when
-    ``have_point`` is False), and between alpha and the certified dual point
-    ``dual_point`` (alpha itself when ``have_dual_point`` is False)."""
+@njit(parallel=True, cache=True)
+def certificate_margins(B, P, w, wk, parts, margin, z, err):
+    """Every margin x_i . w by secure inner product, per holding (``z``): each holder's
+    encoded part, summed over the holders of the sample."""
     data, indices, indptr, row_off = B.data, B.indices, B.indptr, B.row_off
     feat_off, hold_feat, hold_sample = B.feat_off, B.hold_feat, B.hold_sample
-    samp_ptr, samp_hold, y = B.samp_ptr, B.samp_hold, B.y
-    frac_scale, inv_frac_scale, n_samples = P.frac_scale, P.inv_frac_scale, P.n_samples
-    code, smoothing = P.loss_code, P.smoothing
+    samp_ptr, samp_hold = B.samp_ptr, B.samp_hold
+    frac_scale, inv_frac_scale = P.frac_scale, P.inv_frac_scale
     K = row_off.shape[0] - 1
     chunks = wk.shape[0]
     for tid in prange(chunks):
@@ -688,15 +683,31 @@ def certificate_sums(B, P, eval_alpha, w, wk, parts, margin, z, weight, point_z,
                 parts[h] = _encode(_row_dot(data, indices, indptr, h, wt), frac_scale, err)
     for i in prange(samp_ptr.shape[0] - 1):
         margin[i] = _sum_holder_parts(i, samp_ptr, samp_hold, parts, err)
+    for h in prange(hold_sample.shape[0]):
+        z[h] = np.float64(margin[hold_sample[h]]) * inv_frac_scale
+
+
+@njit(parallel=True, cache=True)
+def certificate_sums(B, P, eval_alpha, z, z_previous, has_previous, weight, point_z,
+                     have_point, dual_point, have_dual_point, out):
+    """Each client's certificate sums (``out[:, k]``,
+    ``hyfdca._certificate.segment_objective_sums``) over the triangle of x_t (margins
+    ``z``), x_{t-1} (``z_previous``, where ``has_previous``) and the certified point,
+    whose margins are ``point_z`` (``z`` itself when ``have_point`` is False), and over
+    the segment between alpha and the certified dual point ``dual_point`` (alpha itself
+    when ``have_dual_point`` is False)."""
+    row_off, hold_sample, samp_ptr, y = B.row_off, B.hold_sample, B.samp_ptr, B.y
+    n_samples, code, smoothing = P.n_samples, P.loss_code, P.smoothing
+    K = row_off.shape[0] - 1
     for k in prange(K):
         r0 = row_off[k]
         r1 = row_off[k + 1]
         for h in range(r0, r1):
-            z[h] = np.float64(margin[hold_sample[h]]) * inv_frac_scale
             i = hold_sample[h]  # the certificate's split of sample i: 1/|C_i| per holder
             weight[h] = 1.0 / np.float64(samp_ptr[i + 1] - samp_ptr[i]) / n_samples
         sums = np.empty(out.shape[0])
-        segment_objective_sums(code, z[r0:r1], point_z[r0:r1] if have_point else z[r0:r1],
+        segment_objective_sums(code, z[r0:r1], z_previous[r0:r1], has_previous,
+                               point_z[r0:r1] if have_point else z[r0:r1],
                                y[r0:r1], eval_alpha[r0:r1],
                                dual_point[r0:r1] if have_dual_point else eval_alpha[r0:r1],
                                weight[r0:r1], smoothing, sums)

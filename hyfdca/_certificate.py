@@ -5,10 +5,12 @@ forged share, an encoding error), never that the run converged.
 It also holds the certified points (docs/algorithm.md section 3): the primal model a
 certificate certifies is the best point of the segment between the last certified point
 w_c and this certificate's w(alpha), w_c <- c w(alpha) + (1 - c) w_c with c in
-``POINT_STEPS`` minimising P (with ``prox`` > 0, a proximal iterate in place of
+``POINT_STEPS`` minimising P (with ``prox`` > 0, a proximal iterate x_t in place of
 w(alpha): :func:`certified_problem`, :func:`prox_iterate`; with
-``certify_two_round_mean``, its mean with the round before's: :func:`offered_point`,
-:func:`kept_iterates`); its lower bound is D at
+``certify_two_iterates``, the best point of the triangle of w_c, x_t and the round
+before's x_{t-1}, w_c <- c (a x_t + (1 - a) x_{t-1}) + (1 - c) w_c with a in
+``LINE_STEPS`` as well: :func:`offered_points`, :func:`kept_iterates`,
+:func:`choose_triangle_point`); its lower bound is D at
 the certified dual point, the best point of the segment between the last one alpha_c
 and this certificate's alpha, alpha_c <- t alpha + (1 - t) alpha_c with t in
 ``POINT_STEPS`` maximising D (the conjugate's domain, a box for the classification
@@ -25,13 +27,15 @@ from solvers import loss_value, neg_conjugate, projected_dual
 # the grid of the certified point's step c: 0, 1/32, ..., 1 (0 keeps the last point,
 # 1 takes w(alpha))
 POINT_STEPS = np.arange(33) / 32.0
+# the grid of the weight a of x_t on the line from x_{t-1} (certify_two_iterates): 0,
+# 1/8, ..., 1 (1: x_t alone, the only row used where x_{t-1} is not kept)
+LINE_STEPS = np.arange(9) / 8.0
 
 
 class Certificate(NamedTuple):
     """One certificate: ``primal`` = P(w_c) of the certified point ``w`` (<= the last
     certified point's but after a reset, and <= ``iterate_primal``, P of the point the
-    certificate offers: w(alpha), its proximal iterate, or the two-round mean of
-    :func:`offered_point`),
+    certificate offers: w(alpha) or its proximal iterate x_t),
     ``dual`` = D(alpha_c) of the certified dual point (>= the last one's but after a
     reset, and >= ``iterate_dual`` = D(alpha))."""
 
@@ -43,37 +47,57 @@ class Certificate(NamedTuple):
 
 
 # the layout of a client's certificate sums (before its holding flag): the primal
-# segment's loss sums, one per c in POINT_STEPS, then the dual segment's conjugate sums,
-# one per t in POINT_STEPS (the last, t = 1, is the conjugate sum at alpha)
-PRIMAL_SUMS = slice(0, POINT_STEPS.size)
-DUAL_SUMS = slice(POINT_STEPS.size, 2 * POINT_STEPS.size)
-SEGMENT_SUMS = 2 * POINT_STEPS.size
+# triangle's loss sums, one per (a, c) in LINE_STEPS x POINT_STEPS (row-major: the row
+# of a = 1, x_t's segment, last), then the dual segment's conjugate sums, one per t in
+# POINT_STEPS (the last, t = 1, is the conjugate sum at alpha)
+PRIMAL_SUMS = slice(0, LINE_STEPS.size * POINT_STEPS.size)
+DUAL_SUMS = slice(PRIMAL_SUMS.stop, PRIMAL_SUMS.stop + POINT_STEPS.size)
+SEGMENT_SUMS = DUAL_SUMS.stop
 
 
 @njit(cache=True)
-def segment_objective_sums(code, z, z_point, y, alpha, alpha_point, weight, smoothing, out):
-    """The sums of ``SEGMENT_SUMS`` layout: out[j] = sum_i weight_i l(c_j z_i + (1 - c_j)
-    zc_i) for c_j = POINT_STEPS[j] (z: the margins of w(alpha), zc: those of the
-    certified point), and out[n + j] = sum_i weight_i -l*(-(t_j alpha_i + (1 - t_j)
-    ac_i)) for t_j = POINT_STEPS[j] (ac: the certified dual point), n = POINT_STEPS.size,
-    each dual value (beta = alpha y) first projected onto the loss's domain (as
-    ``solvers.weighted_objective_sums``, whose sums are out[n - 1] and out[2 n - 1])."""
+def _line_value(a, z, z_previous):
+    return z if a == 1.0 else a * z + (1.0 - a) * z_previous
+
+
+@njit(cache=True)
+def segment_objective_sums(code, z, z_previous, has_previous, z_point, y, alpha, alpha_point,
+                           weight, smoothing, out):
+    """The sums of ``SEGMENT_SUMS`` layout: out[r m + j] = sum_i weight_i l(c_j u_i +
+    (1 - c_j) zc_i), u_i = a_r z_i + (1 - a_r) zp_i, for a_r = LINE_STEPS[r] and c_j =
+    POINT_STEPS[j] (z: the margins of x_t, zp: those of x_{t-1}, zc: those of the
+    certified point; m = POINT_STEPS.size), and out[R m + j] = sum_i weight_i
+    -l*(-(t_j alpha_i + (1 - t_j) ac_i)) for t_j = POINT_STEPS[j] (ac: the certified dual
+    point; R = LINE_STEPS.size), each dual value (beta = alpha y) first projected onto
+    the loss's domain (as ``solvers.weighted_objective_sums``, whose sums are
+    out[R m - 1] and out[(R + 1) m - 1]). Without x_{t-1} (``has_previous`` False, zp
+    unread) every row is x_t's segment, a = 1."""
     last = POINT_STEPS.size - 1
+    rows = LINE_STEPS.size
+    dual = rows * (last + 1)
     out[:] = 0.0
     for i in range(z.shape[0]):
-        out[0] += weight[i] * loss_value(code, z_point[i], y[i], smoothing)
-        out[last + 1] += weight[i] * neg_conjugate(
+        out[dual] += weight[i] * neg_conjugate(
             code, projected_dual(code, alpha_point[i], y[i]), y[i], smoothing)
         for j in range(1, last):
-            c = j / last
-            out[j] += weight[i] * loss_value(code, c * z[i] + (1.0 - c) * z_point[i],
-                                             y[i], smoothing)
-            mixed = c * alpha[i] + (1.0 - c) * alpha_point[i]
-            out[last + 1 + j] += weight[i] * neg_conjugate(
+            mixed = (j / last) * alpha[i] + (1.0 - j / last) * alpha_point[i]
+            out[dual + j] += weight[i] * neg_conjugate(
                 code, projected_dual(code, mixed, y[i]), y[i], smoothing)
-        out[last] += weight[i] * loss_value(code, z[i], y[i], smoothing)
-        out[2 * last + 1] += weight[i] * neg_conjugate(code, projected_dual(code, alpha[i], y[i]),
-                                                       y[i], smoothing)
+        out[dual + last] += weight[i] * neg_conjugate(
+            code, projected_dual(code, alpha[i], y[i]), y[i], smoothing)
+        loss_point = weight[i] * loss_value(code, z_point[i], y[i], smoothing)
+        for r in range(0 if has_previous else rows - 1, rows):
+            u = _line_value(LINE_STEPS[r], z[i], z_previous[i] if has_previous else z[i])
+            base = r * (last + 1)
+            out[base] += loss_point
+            for j in range(1, last):
+                c = j / last
+                out[base + j] += weight[i] * loss_value(code, c * u + (1.0 - c) * z_point[i],
+                                                        y[i], smoothing)
+            out[base + last] += weight[i] * loss_value(code, u, y[i], smoothing)
+    if not has_previous:  # every row is x_t's (the last)
+        for r in range(rows - 1):
+            out[r * (last + 1):(r + 1) * (last + 1)] = out[dual - last - 1:dual]
 
 
 def certified_problem(settings, solved, current):
@@ -97,36 +121,43 @@ def prox_iterate(lam, kappa, w_alpha, centre):
     return (kappa / mu) * centre + (lam / mu) * w_alpha
 
 
-def offered_point(settings, iterate, kept):
-    """(The primal point a certificate after round t offers, the iterates kept after it).
-    The point is the certified problem's ``iterate`` x_t (:func:`prox_iterate`), or under
-    ``settings.certify_two_round_mean`` the mean (x_t + x_{t-1}) / 2 where ``kept`` =
-    (x_{t-1}, x_t) holds x_{t-1} (:func:`kept_iterates`: the round before solved the
-    same problem and ended without a certificate). At full participation the exact line
-    search zig-zags (consecutive steps nearly opposite, docs/algorithm.md section 6,
-    twenty-fourth round), so x_t and x_{t-1} lie on either side of the optimum and, P
-    being convex, P((x_t + x_{t-1}) / 2) <= (P(x_t) + P(x_{t-1})) / 2. After a
-    certificate x_t is not kept: the next certificate's segment starts from a point
-    chosen on one that ends at x_t, and offering the mean there slowed it (measured,
-    section 6, twenty-fifth round)."""
-    if not settings.certify_two_round_mean:
-        return iterate, kept
-    point = iterate if kept[0] is None else 0.5 * (iterate + kept[0])
-    return point, (kept[0], None)
+def offered_points(settings, iterate, kept):
+    """(x_t, x_{t-1} or None, the iterates kept after the certificate): the certified
+    problem's ``iterate`` x_t (:func:`prox_iterate`), and under
+    ``settings.certify_two_iterates`` the round before's x_{t-1} where ``kept`` =
+    (x_{t-1}, x_t) holds it (:func:`kept_iterates`: the round before solved the same
+    problem and ended without a certificate); the certified point is then the best of
+    the triangle (w_c, x_{t-1}, x_t) (:func:`choose_triangle_point`). At full
+    participation the line search zig-zags (consecutive steps nearly opposite,
+    docs/algorithm.md section 6, twenty-fourth round), so x_t and x_{t-1} lie on either
+    side of the optimum and points between them are better than both (P is convex).
+    After a certificate x_t is not kept: the next certificate's search starts from a
+    point chosen on a segment that ends at x_t, and searching the line to x_{t-1} there
+    slowed it (measured, section 6, twenty-fifth and twenty-sixth rounds)."""
+    if not settings.certify_two_iterates:
+        return iterate, None, kept
+    return iterate, kept[0], (kept[0], None)
 
 
 def kept_iterates(settings, kept, iterate, solved, current):
     """The iterates kept after round t's end, (x_{t-1}, x_t), from those kept after round
     t - 1, ``kept`` = (x_{t-2}, x_{t-1}), and ``iterate`` = x_t, the server's w before a
     move of the centre at the round's end (a copy that nothing changes later). A
-    certificate after round t averages the first with its x_t (:func:`offered_point`,
-    which drops the second). x_t is kept where the problem the round ``solved`` (kappa,
-    c) is the one the rounds solve next (``current``: no move of the centre, no change
-    of kappa), else None; both are None without ``settings.certify_two_round_mean``."""
-    if not settings.certify_two_round_mean:
+    certificate after round t searches the line from the first to its x_t
+    (:func:`offered_points`, which drops the second). x_t is kept where the problem the
+    round ``solved`` (kappa, c) is the one the rounds solve next (``current``: no move of
+    the centre, no change of kappa), else None; both are None without
+    ``settings.certify_two_iterates``."""
+    if not settings.certify_two_iterates:
         return None, None
     unchanged = solved[0] == current[0] and np.array_equal(solved[1], current[1])
     return kept[1], (iterate if unchanged else None)
+
+
+def line_point(a, x, x_previous):
+    """a x + (1 - a) x_previous (x itself where a = 1): a point of the line between two
+    iterates, or its margins."""
+    return x if a == 1.0 else a * x + (1.0 - a) * x_previous
 
 
 def next_point_values(step, z, z_point):
@@ -151,6 +182,25 @@ def choose_point(lam, w, w_point, loss_sums):
     if not np.isfinite(finite[j]):
         return 1.0, iterate, w, iterate
     return float(POINT_STEPS[j]), float(primals[j]), points[j], iterate
+
+
+def choose_triangle_point(lam, x, x_previous, w_point, loss_sums):
+    """(a, c, P(w_c new), w_c new, P(x)) from the revealed ``loss_sums`` (``PRIMAL_SUMS``
+    layout, one per (a, c) in LINE_STEPS x POINT_STEPS; x = x_t the offered point,
+    ``x_previous`` = x_{t-1} or None): (a, c) minimises P(c (a x + (1 - a) x_{t-1}) +
+    (1 - c) w_c), each line point's segment by :func:`choose_point`; ties go to the
+    larger a. Without x_{t-1}, a = 1 (x_t's segment, the last row)."""
+    rows = np.asarray(loss_sums).reshape(LINE_STEPS.size, POINT_STEPS.size)
+    step, primal, point, iterate = choose_point(lam, x, w_point, rows[-1])
+    best = (1.0, step, primal, point)
+    if x_previous is not None:
+        for r in range(LINE_STEPS.size - 2, -1, -1):
+            a = float(LINE_STEPS[r])
+            step, primal, point, _ = choose_point(lam, line_point(a, x, x_previous),
+                                                  w_point, rows[r])
+            if primal < best[2]:
+                best = (a, step, primal, point)
+    return (*best, iterate)
 
 
 def choose_dual_point(lam, w_alpha, w_point, conj_sums):

@@ -7,7 +7,8 @@ import numpy as np
 
 from feddata import local_work
 from hyfdca import _messages as msg
-from hyfdca._certificate import SEGMENT_SUMS, next_point_values, segment_objective_sums
+from hyfdca._certificate import (SEGMENT_SUMS, line_point, next_point_values,
+                                 segment_objective_sums)
 from hyfdca._draws import draw_positions, sample_units
 from hyfdca._packing import ClientBlocks
 from hyfdca._primal_change import rows_change
@@ -81,8 +82,8 @@ class Client:
         self._sent_parts = np.zeros(self.n_local)
         # the certified point's margins and the certified dual point's alpha over its
         # samples (hyfdca._certificate), which of the server's points they are, and the
-        # last certificate's (z, zc, alpha, ac, version) waiting for the steps c and t
-        # the next certificate's request brings
+        # last certificate's (z, zp, zc, alpha, ac, version) waiting for the steps a, c
+        # and t the next certificate's request brings
         self._point_margins, self._point_version, self._point_trial = None, 0, None
         self._dual_point = None
 
@@ -95,6 +96,10 @@ class Client:
         if self._point_trial is not None and len(self._point_trial) < 5:
             # a state kept before the certified dual point: both points restart
             self._point_trial = None
+        elif self._point_trial is not None and len(self._point_trial) == 5:
+            # kept before the triangle (z, zc, alpha, ac, version): x_t's segment
+            z = self._point_trial[0]
+            self._point_trial = (z, z, *self._point_trial[1:])
 
     # what a process that holds the block, keys and settings must keep between messages
     _PROVIDED = frozenset(("X", "y", "keys", "masker", "settings", "_prediction"))
@@ -405,31 +410,38 @@ class Client:
         return msg.EvalContribution(v=self.X.T @ self._eval_alpha / self.settings.lam_n)
 
     def eval_shares(self, message):
-        """Masked shares of the segment sums (``segment_objective_sums``) weighted by
+        """Masked shares of the certificate sums (``segment_objective_sums``) weighted by
         1/(N |C_i|), and of whether it holds the certified points.
 
         First the points of the last certificate are settled: the point's margins are
-        c z + (1 - c) zc and the dual point t alpha + (1 - t) ac, with that certificate's
-        z, zc, alpha and ac and the steps c and t the request brings (a certificate the
-        server could not settle is settled by the next one). Without them (a client that
-        lost its state) zc is taken as z and ac as alpha, and the 0 it sends makes the
-        server take c = t = 1.
+        c (a z + (1 - a) zp) + (1 - c) zc and the dual point t alpha + (1 - t) ac, with
+        that certificate's z, zp (x_{t-1}'s margins, z where it had none), zc, alpha and
+        ac and the steps a, c and t the request brings (a certificate the server could
+        not settle is settled by the next one). Without them (a client that lost its
+        state) zc is taken as z and ac as alpha, and the 0 it sends makes the server take
+        c = t = 1.
         """
-        z = self._decrypt(np.arange(self.n_local), message.margins)
+        everything = np.arange(self.n_local)
+        z = self._decrypt(everything, message.margins)
+        has_previous = message.previous_margins is not None
+        z_previous = self._decrypt(everything, message.previous_margins) if has_previous else z
         trial = self._point_trial
-        if trial is not None and trial[4] + 1 == message.point_version:
-            self._point_margins = next_point_values(message.point_step, trial[0], trial[1])
-            self._dual_point = next_point_values(message.dual_point_step, trial[2], trial[3])
+        if trial is not None and trial[5] + 1 == message.point_version:
+            line = line_point(message.point_line, trial[0], trial[1])
+            self._point_margins = next_point_values(message.point_step, line, trial[2])
+            self._dual_point = next_point_values(message.dual_point_step, trial[3], trial[4])
             self._point_version = message.point_version
         holding = (self._point_margins is not None and self._dual_point is not None
                    and self._point_version == message.point_version)
         z_point = self._point_margins if holding else z
         alpha_point = self._dual_point if holding else self._eval_alpha
-        self._point_trial = (z, z_point, self._eval_alpha, alpha_point, message.point_version)
+        self._point_trial = (z, z_previous, z_point, self._eval_alpha, alpha_point,
+                             message.point_version)
         s = self.settings
         sums = np.empty(SEGMENT_SUMS + 1)
-        segment_objective_sums(s.loss_code, z, z_point, self.y, self._eval_alpha, alpha_point,
-                               self.inv_holders / s.n_samples, s.smoothing, sums[:-1])
+        segment_objective_sums(s.loss_code, z, z_previous, has_previous, z_point, self.y,
+                               self._eval_alpha, alpha_point, self.inv_holders / s.n_samples,
+                               s.smoothing, sums[:-1])
         sums[-1] = 1.0 if holding else 0.0
         return msg.EvalShares(self.masker.mask(sums, self.id, message.participants,
                                                message.tag))

@@ -193,13 +193,16 @@ class PrimalUpdate:
 
 @dataclass(frozen=True)
 class EvalRequest:
-    """Server -> client: Enc(x_i . w) for all its samples, the secure-sum round, and the
-    steps c and t the last certificate chose for the certified point and the certified
-    dual point, the ``point_version``-th (0: none yet)."""
+    """Server -> client: Enc(x_i . x_t) for all its samples, Enc(x_i . x_{t-1}) where the
+    certificate searches the line between them (else None), the secure-sum round, and
+    the steps a, c and t the last certificate chose for the certified point and the
+    certified dual point, the ``point_version``-th (0: none yet)."""
 
     margins: EncryptedVector
+    previous_margins: EncryptedVector | None
     participants: np.ndarray
     tag: str
+    point_line: float
     point_step: float
     dual_point_step: float
     point_version: int
@@ -207,8 +210,9 @@ class EvalRequest:
 
 @dataclass(frozen=True)
 class EvalShares:
-    """Client -> server: masked shares of (1/N) sum_i l(c z_i + (1 - c) zc_i)/|C_i| for
-    every c of ``POINT_STEPS`` (zc: the certified point's margins), of
+    """Client -> server: masked shares of (1/N) sum_i l(c (a z_i + (1 - a) zp_i) + (1 -
+    c) zc_i)/|C_i| for every a of ``LINE_STEPS`` and c of ``POINT_STEPS`` (z, zp: the
+    margins of x_t and x_{t-1}; zc: the certified point's margins), of
     (1/N) sum_i -l*(-(t alpha_i + (1 - t) ac_i))/|C_i| for every t of ``POINT_STEPS``
     (ac: the certified dual point), and 1 if it holds both points (else 0)."""
 

@@ -39,7 +39,7 @@ from feddata import Participation
 from hyfdca import _messages as msg
 from hyfdca._certificate import (DUAL_SUMS, PRIMAL_SUMS, SEGMENT_SUMS, Certificate,
                                   certified_problem, checked_certificate, larger_l1,
-                                  offered_point, prox_iterate)
+                                  offered_points, prox_iterate)
 from hyfdca._checkpoint import CheckpointError, pickled, unpickled
 from hyfdca._encoding_range import (LANE_BITS, check_encoding_range, check_slot_capacity,
                                     packing_options)
@@ -370,6 +370,16 @@ class HyFDCARun:
                     compute_seconds=compute, compute_ops=compute_ops,
                     **{f: after[f] - before[f] for f in CRYPTO_FIELDS})
 
+    def _certificate_margins(self, everyone, point):
+        """Enc(x_i . point) for every sample: a secure inner product over every client."""
+        server, parts = self.server, {}
+        self._exchange("certificate: inner products", everyone,
+                       lambda k: msg.WeightsAndRequest(
+                           point[server.feature_ids[k]],
+                           np.arange(server.sample_ids[k].size), stored=False),
+                       lambda k, reply: parts.__setitem__(k, reply.parts))
+        return server.full_margins(parts)
+
     def _record_certificate_cost(self, before):
         traffic, after = self.certificate_traffic, self.counts.as_dict()
         self.certificate_costs.append(dict(
@@ -411,22 +421,22 @@ class HyFDCARun:
 
     def certificate(self):
         """A :class:`Certificate` by secure sums over every client: the certified point
-        w_c, the best point of the segment between the last one and the offered point
-        (w(alpha), its proximal iterate or the two-round mean: ``offered_point``), and the
-        certified dual point alpha_c, the best of the segment between the last one and
-        alpha (``hyfdca._certificate``), with P(w_c), D(alpha_c), P at the offered point
-        and D(alpha).
+        w_c, the best point of the segment between the last one and the offered point x_t
+        (w(alpha) or its proximal iterate), or of the triangle with the round before's
+        x_{t-1} as well (``offered_points``), and the certified dual point alpha_c, the
+        best of the segment between the last one and alpha (``hyfdca._certificate``),
+        with P(w_c), D(alpha_c), P(x_t) and D(alpha).
 
         A separate exchange with all clients (its traffic is not charged to a round): they
         sync alpha and send v_k, so w = X^T alpha/(lam N) exactly; then every margin is
-        a secure inner product, and the segment's loss sums and the conjugate sum are
-        masked secure sums. The server's training state is left as it was. What it cost
+        a secure inner product (one exchange per point), and the loss sums and the
+        conjugate sums are masked secure sums. The server's training state is left as it was. What it cost
         (round trips, messages and bytes each way, encryption operations) is appended to
         ``certificate_costs``.
         """
         server = self.server
         everyone = np.arange(self.layout.n_clients)
-        v, parts, shares = {}, {}, {}
+        v, shares = {}, {}
         tag = f"certificate-{self.round}"
         before = self.counts.as_dict()
         with self._apart_from_rounds("certificate_traffic"):
@@ -436,30 +446,30 @@ class HyFDCARun:
             w_alpha = server.aggregate_primal([v[k] for k in everyone])
             kappa, centre = certified_problem(self.settings, server.solved_problem,
                                               server.rounds_problem())
-            w, kept = offered_point(self.settings, prox_iterate(self.settings.lam, kappa,
-                                                                w_alpha, centre),
-                                    server.kept_iterates)
-            self._exchange("certificate: inner products", everyone,
-                           lambda k: msg.WeightsAndRequest(
-                               w[server.feature_ids[k]], np.arange(server.sample_ids[k].size),
-                               stored=False),
-                           lambda k, reply: parts.__setitem__(k, reply.parts))
-            margins = server.full_margins(parts)
+            x, x_previous, kept = offered_points(
+                self.settings, prox_iterate(self.settings.lam, kappa, w_alpha, centre),
+                server.kept_iterates)
+            margins, previous_margins = (
+                None if point is None else self._certificate_margins(everyone, point)
+                for point in (x, x_previous))
             self._exchange("certificate: loss and conjugate sums", everyone,
-                           lambda k: server.eval_message(k, margins, everyone, tag),
+                           lambda k: server.eval_message(k, margins, previous_margins,
+                                                         everyone, tag),
                            lambda k, reply: shares.__setitem__(k, reply.shares))
         totals = masked_total(shares.items(), everyone, self.frac_bits,
                               tag=f"certificate sums, {tag}")
         self._record_certificate_cost(before)
         lam, holding = self.settings.lam, totals[SEGMENT_SUMS]
-        step, primal, point_w, iterate = server.point_choice(w, totals[PRIMAL_SUMS], holding)
+        line, step, primal, point_w, iterate = server.point_choice(
+            x, x_previous, totals[PRIMAL_SUMS], holding)
         dual_step, dual, dual_point_w, iterate_dual = server.dual_point_choice(
             w_alpha, totals[DUAL_SUMS], holding)
         checked_certificate(min(primal, iterate), dual,
-                            larger_l1(w, w_alpha, point_w, dual_point_w), lam=lam,
+                            larger_l1(*(v for v in (x, x_previous) if v is not None),
+                                      w_alpha, point_w, dual_point_w), lam=lam,
                             frac_bits=self.frac_bits,
                             n_clients=self.layout.n_clients, max_sq_norm=self.max_sq_norm,
                             round_=self.round)
         server.kept_iterates = kept
-        server.commit_point(step, point_w, dual_step, dual_point_w)
+        server.commit_point(line, step, point_w, dual_step, dual_point_w)
         return Certificate(primal, dual, point_w.copy(), iterate, iterate_dual)

@@ -15,7 +15,7 @@ private key, and no data or labels.
 import numpy as np
 
 from hyfdca import _messages as msg
-from hyfdca._certificate import choose_dual_point, choose_point, kept_iterates
+from hyfdca._certificate import choose_dual_point, choose_triangle_point, kept_iterates
 from hyfdca._packing import BlockLayout, draw_units
 from hyfdca._round import (choose_step, conjugate_gain, initial_kappa, moves_prox_centre,
                            new_step_record, next_prox_centre, participants_are_synced,
@@ -51,9 +51,10 @@ class Server:
         self.synced_at = np.zeros(len(self.sample_ids), dtype=np.int64)
         self.drawn = [np.zeros(0, dtype=np.int64) for _ in self.sample_ids]
         # the certified point w_c (hyfdca._certificate; None before the first
-        # certificate), how many steps of it were chosen, and the last step c, which
-        # the next certificate's request brings to the clients (they keep its margins)
-        self.point_w, self.point_version, self.point_step = None, 0, 1.0
+        # certificate), how many steps of it were chosen, and the last steps a and c,
+        # which the next certificate's request brings to the clients (they keep its
+        # margins)
+        self.point_w, self.point_version, self.point_line, self.point_step = None, 0, 1.0, 1.0
         # the certified dual point's w(alpha_c) (None before the first certificate) and
         # its last step t, which travels with c (the clients keep alpha_c)
         self.dual_point_w, self.dual_point_step = None, 1.0
@@ -118,6 +119,8 @@ class Server:
             self.solved_problem = self.rounds_problem()
         if "kept_iterates" not in state:  # from before the iterates were kept
             self.kept_iterates = (None, None)
+        if "point_line" not in state:  # from before the triangle: x_t's segment
+            self.point_line = 1.0
 
     # --- dual sync ---------------------------------------------------------------------
 
@@ -280,7 +283,7 @@ class Server:
         next round's (``_certificate.kept_iterates``)."""
         s = self.round_settings
         self.solved_problem = self.rounds_problem()
-        iterate = self.w.copy() if self.settings.certify_two_round_mean else None  # x_t
+        iterate = self.w.copy() if self.settings.certify_two_iterates else None  # x_t
         if s.prox_adapt and moves_prox_centre(s, round_):
             weakened = weakened_outer_loop(s, self.conjugate_total, self.w, self.prox_centre)
             if weakened is not None:
@@ -339,17 +342,22 @@ class Server:
             ev.add_at(total, self.blocks.client_blocks[k], p)
         return total
 
-    def eval_message(self, k, margins, participants, tag):
-        return msg.EvalRequest(self.evaluator.take(margins, self.blocks.client_blocks[k]),
-                               participants, tag, self.point_step, self.dual_point_step,
-                               self.point_version)
+    def eval_message(self, k, margins, previous_margins, participants, tag):
+        take = self.evaluator.take
+        blocks = self.blocks.client_blocks[k]
+        return msg.EvalRequest(take(margins, blocks),
+                               None if previous_margins is None else take(previous_margins,
+                                                                          blocks),
+                               participants, tag, self.point_line, self.point_step,
+                               self.dual_point_step, self.point_version)
 
-    def point_choice(self, w, loss_sums, holding):
-        """(c, P(w_c), w_c, P(w)) for the certified point (w the offered point) from the
-        revealed segment loss sums (``choose_point``; c = 1 unless all clients,
-        ``holding`` of them, kept the last points). Nothing changes before ``commit_point``."""
+    def point_choice(self, x, x_previous, loss_sums, holding):
+        """(a, c, P(w_c), w_c, P(x)) for the certified point (x = x_t the offered point,
+        x_previous = x_{t-1} or None) from the revealed triangle loss sums
+        (``choose_triangle_point``; c = 1 unless all clients, ``holding`` of them, kept
+        the last points). Nothing changes before ``commit_point``."""
         last = self.point_w if self._all_hold(holding) else None
-        return choose_point(self.settings.lam, w, last, loss_sums)
+        return choose_triangle_point(self.settings.lam, x, x_previous, last, loss_sums)
 
     def dual_point_choice(self, w_alpha, conj_sums, holding):
         """(t, D(alpha_c), w(alpha_c), D(alpha)) for the certified dual point from the
@@ -361,7 +369,7 @@ class Server:
     def _all_hold(self, holding):
         return int(round(holding)) == len(self.sample_ids)
 
-    def commit_point(self, step, point_w, dual_step, dual_point_w):
-        self.point_w, self.point_step = point_w, step
+    def commit_point(self, line, step, point_w, dual_step, dual_point_w):
+        self.point_w, self.point_line, self.point_step = point_w, line, step
         self.dual_point_w, self.dual_point_step = dual_point_w, dual_step
         self.point_version += 1

@@ -87,13 +87,13 @@ VARIANTS = {
     # auto-full's loop is warm-started (prox_warm_start): its first period runs kappa 0
     # and its first centre is the w reached, not c = 0, where SMS's dual fell by 44 P*
     # (section 6, seventeenth round). Its certificates certify the outer loop's iterate
-    # (certify_outer_iterate; section 6, eighteenth round), and at the mean of its last
-    # two rounds' iterates, which the exact line search's zig-zag leaves on either side
-    # of the optimum (certify_two_round_mean; section 6, twenty-fifth round).
+    # (certify_outer_iterate; section 6, eighteenth round), and search the line between
+    # its last two rounds' iterates as well, which the line search's zig-zag leaves on
+    # either side of the optimum (certify_two_iterates; section 6, twenty-sixth round).
     "auto-full": dict(sigma=1.0, rho="norm", line_search=True, sampling="shared",
                       draw="permuted", aggregation="mean", iic=1.0,
                       holder_weights="norm-share", prox="auto", prox_warm_start=True,
-                      certify_outer_iterate=True, certify_two_round_mean=True,
+                      certify_outer_iterate=True, certify_two_iterates=True,
                       line_search_relax=AUTO_FULL_RELAX),
     # (its iic is scaled with lam by _preset_values)
     "auto-partial": dict(sigma="safe", rho="norm", line_search=False, sampling="shared",
@@ -185,11 +185,12 @@ class HyFDCASettings:
     (``_round.starts_outer_loop``). ``certify_outer_iterate``: a certificate offers the
     iterate of the proximal problem the last round solved (before a move of the centre
     at its end: the outer loop's x_k), not that of the rounds' problem after the move
-    (``_certificate.certified_problem``). ``certify_two_round_mean`` (needs
-    certify_outer_iterate; a preset's falls to False where that is off): it offers
-    (x_t + x_{t-1}) / 2, the mean of that iterate and the one of the round before, where
-    both rounds solved the same problem and the round before ended without a
-    certificate (``_certificate.offered_point``).
+    (``_certificate.certified_problem``). ``certify_two_iterates`` (needs
+    certify_outer_iterate; a preset's falls to False where that is off): the certified
+    point is the best of the triangle of the last one, that iterate x_t and the one of
+    the round before, x_{t-1}, where both rounds solved the same problem and the round
+    before ended without a certificate (``_certificate.offered_points``; the
+    certificate computes x_{t-1}'s margins as well: one more round trip).
     """
 
     loss: str = "hinge"
@@ -220,7 +221,7 @@ class HyFDCASettings:
     prox_adapt: bool = False
     prox_warm_start: bool = False
     certify_outer_iterate: bool = False
-    certify_two_round_mean: bool = False
+    certify_two_iterates: bool = False
     # fields given explicitly to from_variant (kept when bind() re-resolves "auto")
     overridden: tuple = ()
     # filled in by bind(); read through lam_n and sigma_bound, which refuse unbound settings
@@ -259,8 +260,8 @@ class HyFDCASettings:
         settings = cls(**values)
         if "line_search_relax" not in overrides and not settings.exact_line_search:
             settings = replace(settings, line_search_relax=1.0)
-        if "certify_two_round_mean" not in overrides and not settings.certify_outer_iterate:
-            settings = replace(settings, certify_two_round_mean=False)
+        if "certify_two_iterates" not in overrides and not settings.certify_outer_iterate:
+            settings = replace(settings, certify_two_iterates=False)
         settings.validate()
         return settings
 
@@ -317,12 +318,12 @@ class HyFDCASettings:
             (self.certify_outer_iterate in (True, False),
              "certify_outer_iterate must be True or False, got "
              f"{self.certify_outer_iterate!r}"),
-            (self.certify_two_round_mean in (True, False),
-             "certify_two_round_mean must be True or False, got "
-             f"{self.certify_two_round_mean!r}"),
-            (not self.certify_two_round_mean or self.certify_outer_iterate,
-             "certify_two_round_mean averages the iterates of the problem the last two "
-             "rounds solved: it needs certify_outer_iterate=True"),
+            (self.certify_two_iterates in (True, False),
+             "certify_two_iterates must be True or False, got "
+             f"{self.certify_two_iterates!r}"),
+            (not self.certify_two_iterates or self.certify_outer_iterate,
+             "certify_two_iterates searches between the iterates of the problem the last "
+             "two rounds solved: it needs certify_outer_iterate=True"),
             (not self.prox_adapt or self.loss in CLASSIFICATION_LOSSES,
              "prox_adapt compares the dual with P(0) = l(0), which the server knows for "
              f"the classification losses {CLASSIFICATION_LOSSES} only, not {self.loss!r}"),

@@ -36,8 +36,7 @@ def selection_metrics(history, progress=0.9):
     total decrease over the run (P_0 - P_r >= progress (P_0 - min P)). "primal" is the
     model the method returns (HyFDCA: its certified point, which never rises but after a
     reset), "iterate_primal" the method's iterate (the same for the baselines; HyFDCA's
-    offered point, under auto-full the two-round mean: docs/algorithm.md section 6,
-    twenty-fifth round)."""
+    offered point x_t, w(alpha) or its proximal iterate)."""
     per_round = [float(np.mean(round_seconds(history, lat))) for lat in LATENCIES]
     rounds, primal = evaluated(history, "primal")
     _, iterate = evaluated(history, "iterate_primal")
@@ -55,8 +54,7 @@ def selection_metrics(history, progress=0.9):
 def diverged(history, limit=1e3):
     """True when the iterate's primal is not finite or its relative loss exceeds ``limit``
     (or, without P*, the primal grew past ``limit`` times its start): judged on the
-    iterate, which HyFDCA's certified point would hide (HyFDCA's offered point: under
-    auto-full, at full participation or on horizontal data, the two-round mean)."""
+    iterate, which HyFDCA's certified point would hide (HyFDCA's offered point x_t)."""
     _, primal = evaluated(history, "iterate_primal")
     if not np.all(np.isfinite(primal)):
         return True

@@ -12,8 +12,9 @@ from feddata import partition as P
 from hyfdca import BatchedHyFDCA, HyFDCARun, HyFDCASettings
 from hyfdca import _messages as msg
 from hyfdca import _batched, _protocol
-from hyfdca._certificate import (POINT_STEPS, CertificateError, choose_dual_point,
-                                 choose_point, prox_iterate)
+from hyfdca._certificate import (LINE_STEPS, POINT_STEPS, CertificateError,
+                                 choose_dual_point, choose_point, choose_triangle_point,
+                                 prox_iterate)
 
 LAM = 1e-3
 
@@ -116,7 +117,7 @@ def outer_loop(prox_rounds=2, **fields):
                                        prox_warm_start=False, **fields)
 
 
-@pytest.mark.parametrize("field", ["certify_outer_iterate", "certify_two_round_mean"])
+@pytest.mark.parametrize("field", ["certify_outer_iterate", "certify_two_iterates"])
 def test_auto_full_certifies_so_and_the_partial_presets_do_not(field):
     assert getattr(HyFDCASettings.from_variant("auto"), field)
     for fraction in (0.9, 0.5, 0.1):
@@ -134,7 +135,7 @@ def test_a_move_of_the_centre_certifies_the_iterate_before_it(grid, outer):
     the outer loop's x_k), not its w after (which holds the offset of the extrapolated
     centre); without it, the w after. Between moves it is the server's w. Both engines,
     the same bits."""
-    s = outer_loop(iic=0.5, certify_outer_iterate=outer, certify_two_round_mean=False)
+    s = outer_loop(iic=0.5, certify_outer_iterate=outer, certify_two_iterates=False)
     runs = {"protocol": HyFDCARun(grid, s, seed=3), "batched": BatchedHyFDCA(grid, s, seed=3)}
     certified = {}
     for name, run in runs.items():
@@ -158,62 +159,78 @@ def test_a_move_of_the_centre_certifies_the_iterate_before_it(grid, outer):
             cb.primal, cb.dual, cb.iterate_primal, cb.iterate_dual)
 
 
-def test_the_two_round_mean_needs_the_outer_iterate():
-    with pytest.raises(ValueError, match="certify_two_round_mean averages .* needs "
+def test_the_two_iterates_need_the_outer_iterate():
+    with pytest.raises(ValueError, match="certify_two_iterates searches .* needs "
                                          "certify_outer_iterate=True"):
-        settings(certify_two_round_mean=True)
-    # a preset's mean is off where its outer iterate is (as theta falls to 1 where the
+        settings(certify_two_iterates=True)
+    # a preset's search is off where its outer iterate is (as theta falls to 1 where the
     # line search is not exact), here and in bind() on horizontal data
     plain = HyFDCASettings.from_variant("auto", lam=LAM, certify_outer_iterate=False)
-    assert not plain.certify_two_round_mean
+    assert not plain.certify_two_iterates
     X, y = np.ones((6, 2)), np.array([1.0, -1.0] * 3)
     bound = HyFDCASettings.from_variant(
         "auto", lam=LAM, participation="fraction", fraction=0.5,
         certify_outer_iterate=False).bind(P.horizontal(X, y, 2))
-    assert bound.variant == "auto" and not bound.certify_two_round_mean
+    assert bound.variant == "auto" and not bound.certify_two_iterates
 
 
-def test_the_certificate_offers_the_mean_of_the_last_two_iterates(grid):
-    """With ``certify_two_round_mean`` (auto-full) a certificate after round t offers
-    (x_t + x_{t-1}) / 2, x the server's w after each round before a move of the centre,
-    where rounds t - 1 and t solved the same problem and round t - 1 ended without a
-    certificate; else x_t. The centre moves after rounds 3, 6 and 9 here, certificates
-    after rounds 2, 4, 6, 8 and 9: the mean, x_4 (round 3 solved the problem before the
-    move), the mean twice, x_9 (round 8 ended with a certificate). Both engines, the same
-    bits."""
+def best_on_triangle(fed, point, x, x_previous):
+    """min P over c (a x + (1 - a) x_previous) + (1 - c) point, a in LINE_STEPS (a = 1
+    alone without x_previous), c in POINT_STEPS (c = 1 alone without a point)."""
+    lines = [x] if x_previous is None else [a * x + (1.0 - a) * x_previous
+                                            for a in LINE_STEPS]
+    steps = [1.0] if point is None else POINT_STEPS
+    return min(pooled_primal(fed, c * u + (1.0 - c) * point if c < 1 else u)
+               for u in lines for c in steps)
+
+
+def test_the_certificate_searches_the_triangle_of_the_last_two_iterates(grid):
+    """With ``certify_two_iterates`` (auto-full) the certified point after round t is the
+    best of the triangle of the last one, x_t and x_{t-1}, x the server's w after each
+    round before a move of the centre, where rounds t - 1 and t solved the same problem
+    and round t - 1 ended without a certificate; else of x_t's segment. The centre moves
+    after rounds 3, 6 and 9 here, certificates after rounds 2, 4, 6, 8 and 9: the
+    triangle, x_4's segment (round 3 solved the problem before the move), the triangle
+    twice, x_9's segment (round 8 ended with a certificate). P(x_t) is the iterate's
+    primal. Both engines, the same bits."""
     s = outer_loop(iic=0.5, prox_rounds=3)
-    assert s.certify_two_round_mean
-    averaged = {2: True, 4: False, 6: True, 8: True, 9: False}
+    assert s.certify_two_iterates
+    searched = {2: True, 4: False, 6: True, 8: True, 9: False}
     runs = {"protocol": HyFDCARun(grid, s, seed=3), "batched": BatchedHyFDCA(grid, s, seed=3)}
-    certified = {}
+    certified, below_segment = {}, 0
     for name, run in runs.items():
         state = run.server if name == "protocol" else run
-        certified[name], earlier = [], None
+        certified[name], earlier, point = [], None, None
         for round_ in range(1, 10):
             run.step()
             # x_t: the server's w before the move at the end of rounds 3, 6 and 9
             iterate = (state.prox_last_w if round_ % 3 == 0 else state.w).copy()
-            if round_ in averaged:
+            if round_ in searched:
                 cert = run.certificate()
                 certified[name].append(cert)
-                offered = 0.5 * (iterate + earlier) if averaged[round_] else iterate
-                assert cert.iterate_primal == pytest.approx(pooled_primal(grid, offered),
+                assert cert.iterate_primal == pytest.approx(pooled_primal(grid, iterate),
                                                             abs=1e-7)
-                if averaged[round_]:  # the mean, not x_t
-                    assert abs(cert.iterate_primal - pooled_primal(grid, iterate)) > 1e-6
+                previous = earlier if searched[round_] else None
+                assert cert.primal == pytest.approx(
+                    best_on_triangle(grid, point, iterate, previous), abs=1e-7)
+                segment = best_on_triangle(grid, point, iterate, None)
+                below_segment += cert.primal < segment - 1e-6
+                point = cert.w
             earlier = iterate
+    assert below_segment >= 2  # the triangle found a point x_t's segment does not have
     for ca, cb in zip(certified["protocol"], certified["batched"]):
         assert (ca.primal, ca.dual, ca.iterate_primal, ca.iterate_dual) == (
             cb.primal, cb.dual, cb.iterate_primal, cb.iterate_dual)
+        np.testing.assert_array_equal(ca.w, cb.w)
 
 
 @pytest.mark.parametrize("engine", [HyFDCARun, BatchedHyFDCA])
 def test_a_failed_certificate_keeps_the_iterates_and_a_second_offers_the_same_point(
         grid, monkeypatch, engine):
     """A certificate that raises (its check fails) after round 3 leaves the kept
-    iterates as they were: the certificate after round 4 offers the mean of x_4 and x_3,
-    as in a run that had no certificate after round 3. A second certificate after the
-    same round offers the same point again."""
+    iterates as they were: the certificate after round 4 searches the line between x_3
+    and x_4, as in a run that had no certificate after round 3. A second certificate
+    after the same round searches it again."""
     s = outer_loop(iic=0.5, prox_rounds=5)
     clean, failing = engine(grid, s, seed=3), engine(grid, s, seed=3)
     for _ in range(3):
@@ -232,14 +249,16 @@ def test_a_failed_certificate_keeps_the_iterates_and_a_second_offers_the_same_po
     failing.step()
     a, b, again = clean.certificate(), failing.certificate(), failing.certificate()
     assert (a.primal, a.dual, a.iterate_primal) == (b.primal, b.dual, b.iterate_primal)
-    assert again.iterate_primal == b.iterate_primal
-    # the mean indeed: x_4 alone is another point
+    # the line indeed: a point of it below x_4, the first certificate's only point else
     state = clean.server if engine is HyFDCARun else clean
-    assert abs(a.iterate_primal - pooled_primal(grid, state.w)) > 1e-6
+    assert a.primal < pooled_primal(grid, state.w) - 1e-6
+    # and again from the new certified point: no worse, on the same line
+    assert again.primal <= b.primal
+    assert again.iterate_primal == b.iterate_primal
 
 
 @pytest.mark.parametrize("engine", [HyFDCARun, BatchedHyFDCA])
-def test_a_checkpoint_keeps_the_iterate_the_next_certificate_averages(grid, tmp_path, engine):
+def test_a_checkpoint_keeps_the_iterate_the_next_certificate_searches(grid, tmp_path, engine):
     """A run restored from a checkpoint certifies, a round later, the point the
     uninterrupted run certifies (the last round's iterate is saved)."""
     s = outer_loop(iic=0.5, prox_rounds=5)
@@ -257,7 +276,8 @@ def test_a_checkpoint_keeps_the_iterate_the_next_certificate_averages(grid, tmp_
 
 def test_a_batched_checkpoint_without_kept_iterates_loads_with_none_kept(grid, tmp_path):
     """A batched checkpoint written before the iterates were kept (no ``kept_iterate*``
-    arrays) loads as one that keeps none: the next certificate offers x_t alone."""
+    arrays) loads as one that keeps none: the next certificate, the first, certifies
+    x_t itself."""
     s = outer_loop(iic=0.5, prox_rounds=5)
     run = BatchedHyFDCA(grid, s, seed=3)
     for _ in range(2):
@@ -270,7 +290,7 @@ def test_a_batched_checkpoint_without_kept_iterates_loads_with_none_kept(grid, t
     assert restored.kept_iterates == (None, None)
     restored.step()
     cert = restored.certificate()
-    assert cert.iterate_primal == pytest.approx(pooled_primal(grid, restored.w), abs=1e-7)
+    assert cert.primal == pytest.approx(pooled_primal(grid, restored.w), abs=1e-7)
 
 
 @pytest.mark.parametrize("engine", [HyFDCARun, BatchedHyFDCA])
@@ -336,7 +356,7 @@ def half_certificate(run, reached):
         for k in everyone}
     margins = server.full_margins(parts)
     for k in reached:
-        run.clients[k].handle(server.eval_message(k, margins, everyone, "lost"))
+        run.clients[k].handle(server.eval_message(k, margins, None, everyone, "lost"))
 
 
 def test_a_certificate_lost_halfway_leaves_the_point_consistent(grid):

@@ -54,7 +54,8 @@ def _examples(keys):
         msg.PrimalUpdate(None, w, rng.integers(0, 2**63, 3, dtype=np.uint64),
                          pos),
         msg.PrimalUpdate(w, w, None, None),
-        msg.EvalRequest(enc, np.arange(4), "certificate-2", 0.40625, 0.71875, 3),
+        msg.EvalRequest(enc, None, np.arange(4), "certificate-2", 1.0, 0.40625, 0.71875, 3),
+        msg.EvalRequest(enc, enc, np.arange(4), "certificate-4", 0.625, 0.5, 1.0, 4),
         msg.EvalShares(rng.integers(0, 2**63, 2, dtype=np.uint64)),
     ]
 
@@ -162,5 +163,6 @@ def test_packed_ciphertexts_round_trip_through_bytes(backend):
     total = ev.zeros(6, enc.scale_bits)
     ev.add_at(total, [0, 2, 3, 5], enc)
     for vector in (enc, total):
-        message = msg.EvalRequest(vector, np.arange(3), "certificate-0", 1.0, 1.0, 0)
+        message = msg.EvalRequest(vector, vector, np.arange(3), "certificate-0", 1.0, 1.0,
+                                  1.0, 0)
         _same(message, decode_message(encode_message(message)), keys)

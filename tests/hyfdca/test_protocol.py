@@ -181,7 +181,7 @@ def test_certificate_matches_pooled_objectives(small):
     fed = P.hybrid_grid(X, y, 2, 2)
     # the proximal iterate itself, not its mean with the round before's
     # (test_certified_point.py::test_the_certificate_offers_the_mean_of_the_last_two_iterates)
-    settings = HyFDCASettings.from_variant("auto", lam=LAM, H=20, certify_two_round_mean=False)
+    settings = HyFDCASettings.from_variant("auto", lam=LAM, H=20, certify_two_iterates=False)
     # 12 rounds: past the start of auto-full's warm-started outer loop (after round 10)
     run, history = run_hyfdca(fed, settings, max_rounds=12, eval_every=12)
     alpha = server_alpha(run)
@@ -395,6 +395,32 @@ def test_a_certificate_records_what_it_costs_apart_from_the_rounds(small):
         assert cost["encrypt"] == held_margins and cost["add"] == held_margins
         assert cost["bytes_down"] > 0 and cost["bytes_up"] > 0
     assert all(r["rtc"] == records[0]["rtc"] for r in records)
+
+
+def test_a_certificate_that_searches_the_last_two_iterates_costs_a_second_inner_product(
+        small):
+    """Under auto-full (certify_two_iterates) a certificate after a round whose round
+    before ended without one computes x_{t-1}'s margins as well: a fourth round trip,
+    and every client encrypts its part of each of its margins twice; right after a
+    certificate it costs the three of the segment."""
+    X, y = small
+    fed = P.hybrid_grid(X, y, 3, 2)
+    settings = HyFDCASettings.from_variant("auto", lam=LAM, H=20, prox=0)
+    assert settings.certify_two_iterates
+    run = HyFDCARun(fed, settings, seed=3)
+    for _ in range(2):
+        run.step()
+    run.certificate()
+    run.step()
+    run.certificate()
+    n_clients = len(fed.blocks)
+    held_margins = sum(block.X.shape[0] for block in fed.blocks)
+    (line, segment) = run.certificate_costs
+    assert (line["rtc"], line["messages_down"], line["messages_up"]) == (
+        4, 4 * n_clients, 4 * n_clients)
+    assert line["encrypt"] == line["add"] == 2 * held_margins
+    assert (segment["rtc"], segment["messages_up"]) == (3, 3 * n_clients)
+    assert segment["encrypt"] == segment["add"] == held_margins
 
 
 def test_divergence_stops_with_an_error_that_says_so(small):
