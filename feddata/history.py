@@ -23,7 +23,8 @@ EVAL_FIELDS = ("primal", "dual", "gap", "relative_loss", "validation_accuracy",
 CERTIFICATE_FIELDS = ("available", "rtc", "encrypt", "decrypt", "add", "multiply",
                       "encryption_seconds")
 # what a certificate evaluated at a round cost (HyFDCA, whose model and stopping test need
-# it: every client, three round trips): its clients, round trips and operation counts;
+# it: every client, three round trips, four where it searches x_{t-1} as well): its
+# clients, round trips and operation counts;
 # encryption_seconds filled in by the time model as for a round, 0 until then
 
 

@@ -38,11 +38,11 @@ from feddata import Participation
 from hyfdca import _batched_kernels as kern
 from hyfdca._batched_layout import (Blocks, Draws, Duals, Params, RoundArrays, Scratch,
                                     UnionHoldings, structure_arrays)
-from hyfdca._certificate import (DUAL_SUMS, PRIMAL_SUMS, SEGMENT_SUMS, Certificate,
+from hyfdca._certificate import (Certificate,
                                   certified_problem, checked_certificate, choose_dual_point,
                                   choose_triangle_point, kept_iterates, larger_l1,
                                   line_point, next_point_values, offered_points,
-                                  prox_iterate)
+                                  prox_iterate, sums_layout)
 from hyfdca._checkpoint import CheckpointError
 from hyfdca._draws import sample_units, stream_key
 from hyfdca._encoding_range import check_encoding_range
@@ -254,8 +254,8 @@ class BatchedHyFDCA:
         # the proximal problem (kappa, c) the last round solved, before a move at its end:
         # a certificate may certify its iterate (_certificate.certified_problem)
         self.solved_problem = self.rounds_problem()
-        # (x_{t-1}, x_t): the last two rounds' iterates, where a certificate may average
-        # them (_certificate.kept_iterates)
+        # (x_{t-1}, x_t): the last two rounds' iterates, whose triangle with the certified
+        # point a certificate may search (_certificate.kept_iterates)
         self.kept_iterates = (None, None)
         # per-round buffers kept between rounds (a fresh allocation costs page faults)
         self.avail_mask = np.zeros(K, dtype=bool)
@@ -537,17 +537,18 @@ class BatchedHyFDCA:
             kern.certificate_margins(B, P, x_previous, self.scratch.wk, *margin_parts,
                                      z_previous, self.arrays.err)
         self._check("a margin")
-        sums = np.empty((SEGMENT_SUMS, self.n_clients))
+        layout = sums_layout(x_previous is not None)
+        sums = np.empty((layout.size, self.n_clients))
         kern.certificate_sums(B, P, eval_alpha, z, z_previous, x_previous is not None,
                               np.empty(n_hold), self.point_z, self.have_point,
                               self.dual_point_alpha, self.have_dual_point, sums)
         totals = unmasked_total(sums, self.frac_bits)
         line, step, primal, point_w, iterate = choose_triangle_point(
             s.lam, x, x_previous, self.point_w if self.have_point else None,
-            totals[PRIMAL_SUMS])
+            totals[layout.primal])
         dual_step, dual, dual_point_w, iterate_dual = choose_dual_point(
             s.lam, w_alpha, self.dual_point_w if self.have_dual_point else None,
-            totals[DUAL_SUMS])
+            totals[layout.dual])
         checked_certificate(min(primal, iterate), dual,
                             larger_l1(*(v for v in (x, x_previous) if v is not None),
                                       w_alpha, point_w, dual_point_w), lam=s.lam,

@@ -46,13 +46,24 @@ class Certificate(NamedTuple):
     iterate_dual: float
 
 
-# the layout of a client's certificate sums (before its holding flag): the primal
-# triangle's loss sums, one per (a, c) in LINE_STEPS x POINT_STEPS (row-major: the row
-# of a = 1, x_t's segment, last), then the dual segment's conjugate sums, one per t in
-# POINT_STEPS (the last, t = 1, is the conjugate sum at alpha)
-PRIMAL_SUMS = slice(0, LINE_STEPS.size * POINT_STEPS.size)
-DUAL_SUMS = slice(PRIMAL_SUMS.stop, PRIMAL_SUMS.stop + POINT_STEPS.size)
-SEGMENT_SUMS = DUAL_SUMS.stop
+class SumsLayout(NamedTuple):
+    """Where a client's certificate sums lie (before its holding flag): ``primal`` the
+    loss sums, one per (a, c) in LINE_STEPS x POINT_STEPS (row-major: the row of a = 1,
+    x_t's segment, last) where the certificate searches the triangle, else one per c of
+    x_t's segment; ``dual`` the dual segment's conjugate sums, one per t in POINT_STEPS
+    (the last, t = 1, is the conjugate sum at alpha); ``size`` their number."""
+
+    primal: slice
+    dual: slice
+    size: int
+
+
+def sums_layout(has_previous):
+    """The :class:`SumsLayout` of a certificate with (``has_previous``) or without
+    x_{t-1}."""
+    primal = (LINE_STEPS.size if has_previous else 1) * POINT_STEPS.size
+    return SumsLayout(slice(0, primal), slice(primal, primal + POINT_STEPS.size),
+                      primal + POINT_STEPS.size)
 
 
 @njit(cache=True)
@@ -63,17 +74,17 @@ def _line_value(a, z, z_previous):
 @njit(cache=True)
 def segment_objective_sums(code, z, z_previous, has_previous, z_point, y, alpha, alpha_point,
                            weight, smoothing, out):
-    """The sums of ``SEGMENT_SUMS`` layout: out[r m + j] = sum_i weight_i l(c_j u_i +
-    (1 - c_j) zc_i), u_i = a_r z_i + (1 - a_r) zp_i, for a_r = LINE_STEPS[r] and c_j =
-    POINT_STEPS[j] (z: the margins of x_t, zp: those of x_{t-1}, zc: those of the
-    certified point; m = POINT_STEPS.size), and out[R m + j] = sum_i weight_i
-    -l*(-(t_j alpha_i + (1 - t_j) ac_i)) for t_j = POINT_STEPS[j] (ac: the certified dual
-    point; R = LINE_STEPS.size), each dual value (beta = alpha y) first projected onto
-    the loss's domain (as ``solvers.weighted_objective_sums``, whose sums are
-    out[R m - 1] and out[(R + 1) m - 1]). Without x_{t-1} (``has_previous`` False, zp
-    unread) every row is x_t's segment, a = 1."""
+    """The sums of the ``sums_layout(has_previous)`` layout: out[r m + j] = sum_i
+    weight_i l(c_j u_i + (1 - c_j) zc_i), u_i = a_r z_i + (1 - a_r) zp_i, for a_r =
+    LINE_STEPS[r] and c_j = POINT_STEPS[j] (z: the margins of x_t, zp: those of
+    x_{t-1}, zc: those of the certified point; m = POINT_STEPS.size), and out[R m + j] =
+    sum_i weight_i -l*(-(t_j alpha_i + (1 - t_j) ac_i)) for t_j = POINT_STEPS[j] (ac:
+    the certified dual point; R = LINE_STEPS.size), each dual value (beta = alpha y)
+    first projected onto the loss's domain (as ``solvers.weighted_objective_sums``,
+    whose sums are out[R m - 1] and out[(R + 1) m - 1]). Without x_{t-1}
+    (``has_previous`` False, zp unread) R = 1 and the one row is x_t's segment, a = 1."""
     last = POINT_STEPS.size - 1
-    rows = LINE_STEPS.size
+    rows = LINE_STEPS.size if has_previous else 1
     dual = rows * (last + 1)
     out[:] = 0.0
     for i in range(z.shape[0]):
@@ -86,8 +97,9 @@ def segment_objective_sums(code, z, z_previous, has_previous, z_point, y, alpha,
         out[dual + last] += weight[i] * neg_conjugate(
             code, projected_dual(code, alpha[i], y[i]), y[i], smoothing)
         loss_point = weight[i] * loss_value(code, z_point[i], y[i], smoothing)
-        for r in range(0 if has_previous else rows - 1, rows):
-            u = _line_value(LINE_STEPS[r], z[i], z_previous[i] if has_previous else z[i])
+        for r in range(rows):
+            a = LINE_STEPS[r] if has_previous else 1.0
+            u = _line_value(a, z[i], z_previous[i] if has_previous else z[i])
             base = r * (last + 1)
             out[base] += loss_point
             for j in range(1, last):
@@ -95,9 +107,6 @@ def segment_objective_sums(code, z, z_previous, has_previous, z_point, y, alpha,
                 out[base + j] += weight[i] * loss_value(code, c * u + (1.0 - c) * z_point[i],
                                                         y[i], smoothing)
             out[base + last] += weight[i] * loss_value(code, u, y[i], smoothing)
-    if not has_previous:  # every row is x_t's (the last)
-        for r in range(rows - 1):
-            out[r * (last + 1):(r + 1) * (last + 1)] = out[dual - last - 1:dual]
 
 
 def certified_problem(settings, solved, current):
@@ -185,12 +194,13 @@ def choose_point(lam, w, w_point, loss_sums):
 
 
 def choose_triangle_point(lam, x, x_previous, w_point, loss_sums):
-    """(a, c, P(w_c new), w_c new, P(x)) from the revealed ``loss_sums`` (``PRIMAL_SUMS``
-    layout, one per (a, c) in LINE_STEPS x POINT_STEPS; x = x_t the offered point,
-    ``x_previous`` = x_{t-1} or None): (a, c) minimises P(c (a x + (1 - a) x_{t-1}) +
-    (1 - c) w_c), each line point's segment by :func:`choose_point`; ties go to the
-    larger a. Without x_{t-1}, a = 1 (x_t's segment, the last row)."""
-    rows = np.asarray(loss_sums).reshape(LINE_STEPS.size, POINT_STEPS.size)
+    """(a, c, P(w_c new), w_c new, P(x)) from the revealed ``loss_sums`` (the primal
+    part of :func:`sums_layout`: one per (a, c) in LINE_STEPS x POINT_STEPS, or without
+    x_{t-1} one per c; x = x_t the offered point, ``x_previous`` = x_{t-1} or None): (a,
+    c) minimises P(c (a x + (1 - a) x_{t-1}) + (1 - c) w_c), each line point's segment
+    by :func:`choose_point`; ties go to the larger a. Without x_{t-1}, a = 1 (x_t's
+    segment, the last row)."""
+    rows = np.asarray(loss_sums).reshape(-1, POINT_STEPS.size)
     step, primal, point, iterate = choose_point(lam, x, w_point, rows[-1])
     best = (1.0, step, primal, point)
     if x_previous is not None:
@@ -233,8 +243,8 @@ def rounding_allowance(primal, dual, w, *, lam, frac_bits, n_clients, max_sq_nor
 
 
 def larger_l1(*ws):
-    """Of the certificate's vectors (w(alpha), the proximal iterate, the certified
-    points' w), the one whose ||.||_1 the rounding allowance must use (the first of the
+    """Of the certificate's vectors (w(alpha), the proximal iterate x_t, x_{t-1}, the
+    certified points' w), the one whose ||.||_1 the rounding allowance must use (the first of the
     largest)."""
     norms = [np.abs(w).sum() for w in ws]
     return ws[int(np.argmax(norms))]

@@ -7,8 +7,8 @@ import numpy as np
 
 from feddata import local_work
 from hyfdca import _messages as msg
-from hyfdca._certificate import (SEGMENT_SUMS, line_point, next_point_values,
-                                 segment_objective_sums)
+from hyfdca._certificate import (line_point, next_point_values, segment_objective_sums,
+                                 sums_layout)
 from hyfdca._draws import draw_positions, sample_units
 from hyfdca._packing import ClientBlocks
 from hyfdca._primal_change import rows_change
@@ -438,7 +438,7 @@ class Client:
         self._point_trial = (z, z_previous, z_point, self._eval_alpha, alpha_point,
                              message.point_version)
         s = self.settings
-        sums = np.empty(SEGMENT_SUMS + 1)
+        sums = np.empty(sums_layout(has_previous).size + 1)
         segment_objective_sums(s.loss_code, z, z_previous, has_previous, z_point, self.y,
                                self._eval_alpha, alpha_point, self.inv_holders / s.n_samples,
                                s.smoothing, sums[:-1])

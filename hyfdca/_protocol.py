@@ -37,9 +37,9 @@ import numpy as np
 from crypto import DealtKeys, deal_keys, masked_total
 from feddata import Participation
 from hyfdca import _messages as msg
-from hyfdca._certificate import (DUAL_SUMS, PRIMAL_SUMS, SEGMENT_SUMS, Certificate,
+from hyfdca._certificate import (Certificate,
                                   certified_problem, checked_certificate, larger_l1,
-                                  offered_points, prox_iterate)
+                                  offered_points, prox_iterate, sums_layout)
 from hyfdca._checkpoint import CheckpointError, pickled, unpickled
 from hyfdca._encoding_range import (LANE_BITS, check_encoding_range, check_slot_capacity,
                                     packing_options)
@@ -430,9 +430,9 @@ class HyFDCARun:
         A separate exchange with all clients (its traffic is not charged to a round): they
         sync alpha and send v_k, so w = X^T alpha/(lam N) exactly; then every margin is
         a secure inner product (one exchange per point), and the loss sums and the
-        conjugate sums are masked secure sums. The server's training state is left as it was. What it cost
-        (round trips, messages and bytes each way, encryption operations) is appended to
-        ``certificate_costs``.
+        conjugate sums are masked secure sums (``sums_layout``). The server's training
+        state is left as it was. What it cost (round trips, messages and bytes each way,
+        encryption operations) is appended to ``certificate_costs``.
         """
         server = self.server
         everyone = np.arange(self.layout.n_clients)
@@ -459,11 +459,12 @@ class HyFDCARun:
         totals = masked_total(shares.items(), everyone, self.frac_bits,
                               tag=f"certificate sums, {tag}")
         self._record_certificate_cost(before)
-        lam, holding = self.settings.lam, totals[SEGMENT_SUMS]
+        layout = sums_layout(x_previous is not None)
+        lam, holding = self.settings.lam, totals[layout.size]
         line, step, primal, point_w, iterate = server.point_choice(
-            x, x_previous, totals[PRIMAL_SUMS], holding)
+            x, x_previous, totals[layout.primal], holding)
         dual_step, dual, dual_point_w, iterate_dual = server.dual_point_choice(
-            w_alpha, totals[DUAL_SUMS], holding)
+            w_alpha, totals[layout.dual], holding)
         checked_certificate(min(primal, iterate), dual,
                             larger_l1(*(v for v in (x, x_previous) if v is not None),
                                       w_alpha, point_w, dual_point_w), lam=lam,

@@ -31,9 +31,10 @@ def run_hyfdca(dataset, settings, *, max_rounds=100, tol=None, rel_tol=None, eva
 
     Every certificate (round 0, every ``eval_every`` rounds and the last round) gives the
     dual D_t = D(alpha_t) and a certified point w_t: the best point of the segment
-    between w_{t-1} and w(alpha_t) (``hyfdca._certificate``), so its primal
-    P_t = P(w_t) <= min(P_{t-1}, P(w(alpha_t))) (but after a reset, when a client lost
-    the point's margins); the history records P_t, D_t and the iterate's P(w(alpha_t)).
+    between w_{t-1} and w(alpha_t), or its proximal iterate x_t, or of the triangle with
+    the round before's x_{t-1} as well (``hyfdca._certificate``), so its primal
+    P_t = P(w_t) <= min(P_{t-1}, P(x_t)) (but after a reset, when a client lost the
+    point's margins); the history records P_t, D_t and the iterate's P(x_t).
     Since D(alpha) <= P* <= P(w) for every alpha and w, the best of them bound the best
     point: P(w_best) - P* <= min_t P_t - max_t D_t, the certified gap. The run stops
     after round ``max_rounds``, when the certified gap is at most ``tol`` or at most

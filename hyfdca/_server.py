@@ -70,8 +70,8 @@ class Server:
         # the proximal problem (kappa, c) the last round solved, before a move at its end:
         # a certificate may certify its iterate (_certificate.certified_problem)
         self.solved_problem = self.rounds_problem()
-        # (x_{t-1}, x_t): the last two rounds' iterates, where a certificate may average
-        # them (_certificate.kept_iterates)
+        # (x_{t-1}, x_t): the last two rounds' iterates, whose triangle with the certified
+        # point a certificate may search (_certificate.kept_iterates)
         self.kept_iterates = (None, None)
 
     def rounds_problem(self):
@@ -279,8 +279,8 @@ class Server:
         prox_adapt's rule (``_round.weakened_outer_loop``: a weaker kappa rescales w and
         each v_k, and the momentum restarts); start the warm-started outer loop where due
         (``_round.starts_outer_loop``). The round's problem (kappa, c) is kept first, for
-        a certificate, and so is its iterate where a certificate may average it with the
-        next round's (``_certificate.kept_iterates``)."""
+        a certificate, and so is its iterate, whose line to the next round's a certificate
+        may search (``_certificate.kept_iterates``)."""
         s = self.round_settings
         self.solved_problem = self.rounds_problem()
         iterate = self.w.copy() if self.settings.certify_two_iterates else None  # x_t

@@ -10,7 +10,8 @@ inside the round by benchmarks/encrypted_rounds.py): client-side operations spli
 over the
 round's present clients (they work in parallel), server-side ones in full. Each
 certificate (every ``eval_every`` rounds, with every client: HyFDCA's certified point and
-stopping test need it) is charged the same way, with its three round trips
+stopping test need it) is charged the same way, with its round trips (three, or four
+where it searches the round before's iterate as well)
 (``History.certificates``); its local work (one pass over each block) is not. The
 baselines encrypt nothing, and their evaluations, which their models do not need, are not
 charged.

@@ -7,7 +7,7 @@ from crypto import SecureSumError, masked_total
 from feddata import partition as P
 from hyfdca import (CertificateError, FaultyTransport, HyFDCARun, HyFDCASettings,
                     InProcessTransport, MissingReplies, run_hyfdca)
-from hyfdca._certificate import POINT_STEPS, PRIMAL_SUMS
+from hyfdca._certificate import POINT_STEPS
 from server_accounting import assert_w_accounts_for_each_client  # beside this file
 
 
@@ -84,13 +84,13 @@ def test_a_reply_received_twice_applies_once(grid):
     np.testing.assert_array_equal(a.certificate()[2], b.certificate()[2])
 
 
-@pytest.mark.parametrize("forged, earlier", [(PRIMAL_SUMS.stop - 1, 0),
-                                             (PRIMAL_SUMS.stop - POINT_STEPS.size, 2)],
+@pytest.mark.parametrize("forged, earlier", [(POINT_STEPS.size - 1, 0), (0, 2)],
                          ids=["loss of w(alpha)", "loss of the certified point"])
 def test_a_forged_share_that_makes_the_gap_negative_is_an_error(grid, forged, earlier):
-    """The shares are the triangle's loss sums (its last row x_t's segment: c = 0 the
-    certified point, ..., c = 1 x_t = w(alpha)), the conjugate sums and the holding
-    count; a forged loss sum of either end makes a primal fall below the dual."""
+    """The shares (a certificate without x_{t-1}: the first, and those right after
+    another) are the segment's loss sums (c = 0: the certified point, ..., c = 1:
+    w(alpha)), the conjugate sums and the holding count; a forged loss sum of either
+    end makes a primal fall below the dual."""
     armed = []
 
     def forge(phase, k, reply):

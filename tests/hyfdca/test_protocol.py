@@ -179,8 +179,8 @@ def test_same_seed_same_bits(small):
 def test_certificate_matches_pooled_objectives(small):
     X, y = small
     fed = P.hybrid_grid(X, y, 2, 2)
-    # the proximal iterate itself, not its mean with the round before's
-    # (test_certified_point.py::test_the_certificate_offers_the_mean_of_the_last_two_iterates)
+    # the segment to the proximal iterate alone, not the triangle with the round before's
+    # (test_certified_point.py: test_the_certificate_searches_the_triangle_of_the_...)
     settings = HyFDCASettings.from_variant("auto", lam=LAM, H=20, certify_two_iterates=False)
     # 12 rounds: past the start of auto-full's warm-started outer loop (after round 10)
     run, history = run_hyfdca(fed, settings, max_rounds=12, eval_every=12)
