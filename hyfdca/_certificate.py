@@ -67,11 +67,6 @@ def sums_layout(has_previous):
 
 
 @njit(cache=True)
-def _line_value(a, z, z_previous):
-    return z if a == 1.0 else a * z + (1.0 - a) * z_previous
-
-
-@njit(cache=True)
 def segment_objective_sums(code, z, z_previous, has_previous, z_point, y, alpha, alpha_point,
                            weight, smoothing, out):
     """The sums of the ``sums_layout(has_previous)`` layout: out[r m + j] = sum_i
@@ -99,7 +94,7 @@ def segment_objective_sums(code, z, z_previous, has_previous, z_point, y, alpha,
         loss_point = weight[i] * loss_value(code, z_point[i], y[i], smoothing)
         for r in range(rows):
             a = LINE_STEPS[r] if has_previous else 1.0
-            u = _line_value(a, z[i], z_previous[i] if has_previous else z[i])
+            u = line_point(a, z[i], z_previous[i] if has_previous else z[i])
             base = r * (last + 1)
             out[base] += loss_point
             for j in range(1, last):
@@ -163,9 +158,10 @@ def kept_iterates(settings, kept, iterate, solved, current):
     return kept[1], (iterate if unchanged else None)
 
 
+@njit(cache=True)
 def line_point(a, x, x_previous):
     """a x + (1 - a) x_previous (x itself where a = 1): a point of the line between two
-    iterates, or its margins."""
+    iterates, or its margins (arrays or, in :func:`segment_objective_sums`, one value)."""
     return x if a == 1.0 else a * x + (1.0 - a) * x_previous
 
 
