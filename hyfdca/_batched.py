@@ -516,8 +516,6 @@ class BatchedHyFDCA:
         HyFDCARun.certificate."""
         s, B, P = self.settings, self.blocks, self.params
         n_hold = B.hold_sample.size
-        self._record_certificate_cost(with_previous=s.certify_two_iterates
-                                      and self.kept_iterates[0] is not None)
         eval_alpha = np.empty(n_hold)
         v = np.empty(B.hold_feat.size)
         kern.certificate_primal(B, P._replace(lam_n=s.lam_n), self.duals, eval_alpha, v)
@@ -527,6 +525,7 @@ class BatchedHyFDCA:
         kappa, centre = certified_problem(s, self.solved_problem, self.rounds_problem())
         x, x_previous, kept = offered_points(s, prox_iterate(s.lam, kappa, w_alpha, centre),
                                              self.kept_iterates)
+        self._record_certificate_cost(with_previous=x_previous is not None)
         margin_parts = (np.empty(n_hold, dtype=np.int64),
                         np.empty(self.n_samples, dtype=np.int64))
         z = np.empty(n_hold)
@@ -550,8 +549,8 @@ class BatchedHyFDCA:
             s.lam, w_alpha, self.dual_point_w if self.have_dual_point else None,
             totals[layout.dual])
         checked_certificate(min(primal, iterate), dual,
-                            larger_l1(*(v for v in (x, x_previous) if v is not None),
-                                      w_alpha, point_w, dual_point_w), lam=s.lam,
+                            larger_l1(x, x_previous, w_alpha, point_w, dual_point_w),
+                            lam=s.lam,
                             frac_bits=self.frac_bits, n_clients=self.n_clients,
                             max_sq_norm=self.max_sq_norm, round_=self.round)
         self.kept_iterates = kept

@@ -240,8 +240,9 @@ def rounding_allowance(primal, dual, w, *, lam, frac_bits, n_clients, max_sq_nor
 
 def larger_l1(*ws):
     """Of the certificate's vectors (w(alpha), the proximal iterate x_t, x_{t-1}, the
-    certified points' w), the one whose ||.||_1 the rounding allowance must use (the first of the
-    largest)."""
+    certified points' w; None, an absent x_{t-1}, skipped), the one whose ||.||_1 the
+    rounding allowance must use (the first of the largest)."""
+    ws = [w for w in ws if w is not None]
     norms = [np.abs(w).sum() for w in ws]
     return ws[int(np.argmax(norms))]
 

@@ -449,9 +449,9 @@ class HyFDCARun:
             x, x_previous, kept = offered_points(
                 self.settings, prox_iterate(self.settings.lam, kappa, w_alpha, centre),
                 server.kept_iterates)
-            margins, previous_margins = (
-                None if point is None else self._certificate_margins(everyone, point)
-                for point in (x, x_previous))
+            margins = self._certificate_margins(everyone, x)
+            previous_margins = (None if x_previous is None
+                                else self._certificate_margins(everyone, x_previous))
             self._exchange("certificate: loss and conjugate sums", everyone,
                            lambda k: server.eval_message(k, margins, previous_margins,
                                                          everyone, tag),
@@ -466,8 +466,8 @@ class HyFDCARun:
         dual_step, dual, dual_point_w, iterate_dual = server.dual_point_choice(
             w_alpha, totals[layout.dual], holding)
         checked_certificate(min(primal, iterate), dual,
-                            larger_l1(*(v for v in (x, x_previous) if v is not None),
-                                      w_alpha, point_w, dual_point_w), lam=lam,
+                            larger_l1(x, x_previous, w_alpha, point_w, dual_point_w),
+                            lam=lam,
                             frac_bits=self.frac_bits,
                             n_clients=self.layout.n_clients, max_sq_norm=self.max_sq_norm,
                             round_=self.round)

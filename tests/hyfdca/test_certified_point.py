@@ -257,6 +257,13 @@ def test_a_failed_certificate_keeps_the_iterates_and_a_second_offers_the_same_po
     assert again.iterate_primal == b.iterate_primal
 
 
+def restored_from_checkpoint(run, engine, fed, settings, folder):
+    """A copy of ``run`` through its checkpoint files, written to ``folder``."""
+    for name, data in run.checkpoint_files().items():
+        (folder / name).write_bytes(data)
+    return engine.from_checkpoint(folder, fed, settings, seed=run.seed)
+
+
 @pytest.mark.parametrize("engine", [HyFDCARun, BatchedHyFDCA])
 def test_a_checkpoint_keeps_the_iterate_the_next_certificate_searches(grid, tmp_path, engine):
     """A run restored from a checkpoint certifies, a round later, the point the
@@ -265,9 +272,7 @@ def test_a_checkpoint_keeps_the_iterate_the_next_certificate_searches(grid, tmp_
     run = engine(grid, s, seed=3)
     for _ in range(2):
         run.step()
-    for name, data in run.checkpoint_files().items():
-        (tmp_path / name).write_bytes(data)
-    restored = engine.from_checkpoint(tmp_path, grid, s, seed=3)
+    restored = restored_from_checkpoint(run, engine, grid, s, tmp_path)
     run.step()
     restored.step()
     a, b = run.certificate(), restored.certificate()
@@ -301,9 +306,7 @@ def test_a_checkpoint_after_a_move_keeps_the_problem_the_round_solved(grid, tmp_
     run = engine(grid, s, seed=3)
     for _ in range(4):
         run.step()
-    for name, data in run.checkpoint_files().items():
-        (tmp_path / name).write_bytes(data)
-    restored = engine.from_checkpoint(tmp_path, grid, s, seed=3)
+    restored = restored_from_checkpoint(run, engine, grid, s, tmp_path)
     a, b = run.certificate(), restored.certificate()
     assert (a.primal, a.dual, a.iterate_primal) == (b.primal, b.dual, b.iterate_primal)
 
