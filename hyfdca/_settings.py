@@ -11,7 +11,10 @@ from solvers import CLASSIFICATION_LOSSES, LOSS_CODES, loss_code, loss_value
 # auto-partial's iic at lam >= AUTO_PARTIAL_LAM; below, iic = AUTO_PARTIAL_IIC lam /
 # AUTO_PARTIAL_LAM (_preset_values): stale margins drift by about H (x_i . x_j) / (lam N)
 # per round, so the local work that was safe at AUTO_PARTIAL_LAM is scaled with lam
-# (docs/algorithm.md 5.3). Settings changed after from_variant (dataclasses.replace) keep
+# (docs/algorithm.md 5.3). Only where auto-partial runs from the first round: the
+# line-search presets, whose server step scales the update, and the capped line search's
+# fallback, which starts near the optimum, keep their iic at every lam (section 6,
+# twenty-eighth round). Settings changed after from_variant (dataclasses.replace) keep
 # the iic resolved at the lam they were made with.
 AUTO_PARTIAL_IIC, AUTO_PARTIAL_LAM = 0.03, 1e-4
 # prox="auto": mu = lam + kappa is the mean q_i / N (the rounds' problem conditioned as
@@ -115,13 +118,12 @@ VARIANTS = {
                                holder_weights="norm-share", prox="strong",
                                prox_cap=CAPPED_PROX_CAP, prox_rounds=25,
                                second_inner_product="auto"),
-    # The same with its step capped at 0.3 and its iic scaled with lam as auto-partial's
-    # (by _preset_values); once its line search stalls (g = 0 in half of the last 100
-    # rounds, under cyclic participation in half of each subset's: _round.stalls) the
-    # run goes on with auto-partial's rounds for good
-    # (HyFDCASettings.after_stall). "auto" where half of the clients or more take part
-    # (below AUTO_SCALED_FRACTION) and under cyclic participation with at most 3 subsets
-    # (docs/algorithm.md section 4).
+    # The same with its step capped at 0.3; once its line search stalls (g = 0 in half
+    # of the last 100 rounds, under cyclic participation in half of each subset's:
+    # _round.stalls) the run goes on with auto-partial's rounds for good, at
+    # auto-partial's iic of lam >= AUTO_PARTIAL_LAM (HyFDCASettings.after_stall). "auto"
+    # where half of the clients or more take part (below AUTO_SCALED_FRACTION) and under
+    # cyclic participation with at most 3 subsets (docs/algorithm.md section 4).
     # Its proximal outer loop takes mu up to CAPPED_PROX_CAP lam, and with mu above
     # PHASE_E_MU lam phase E as well (second_inner_product="auto"); at or below it (mu is
     # min(mean q_i / N, cap lam)), the rounds are those of the seventh session's cap 3.
@@ -411,11 +413,13 @@ class HyFDCASettings:
 
     def after_stall(self):
         """The settings of the rounds after the line search stalled: no line search and
-        g = 1, with auto-partial's local work (its iic and min_H, unless given). The step
-        keeps its fixed-point bits (``_round.step_bits``), so alpha's scale is unchanged."""
+        g = 1, with auto-partial's local work (its iic and min_H, unless given; the iic
+        not scaled with lam: the run is near the optimum, docs/algorithm.md section 6,
+        twenty-eighth round). The step keeps its fixed-point bits (``_round.step_bits``),
+        so alpha's scale is unchanged."""
         if not self.stall_fallback:
             raise ValueError("after_stall: these settings have no stall_fallback")
-        fallback = _preset_values(FALLBACK_PRESET, self.lam)
+        fallback = VARIANTS[FALLBACK_PRESET]
         values = {k: fallback[k] for k in FALLBACK_FIELDS
                   if k not in self.overridden and not (k == "iic" and self.H)}
         return replace(self, line_search=False, step_cap=1.0, curvature_scaling="none",
@@ -521,10 +525,10 @@ def check_classification_labels(y, loss):
 
 
 def _preset_values(name, lam):
-    """The fields of preset ``name`` at ``lam`` (auto-partial's and capped-line-search's
-    iic are scaled down with lam below AUTO_PARTIAL_LAM)."""
+    """The fields of preset ``name`` at ``lam`` (auto-partial's iic is scaled down with
+    lam below AUTO_PARTIAL_LAM)."""
     values = dict(VARIANTS[name])
-    if name in ("auto-partial", "capped-line-search"):
+    if name == "auto-partial":
         values["iic"] *= min(1.0, lam / AUTO_PARTIAL_LAM)
     return values
 
