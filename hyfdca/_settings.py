@@ -11,12 +11,16 @@ from solvers import CLASSIFICATION_LOSSES, LOSS_CODES, loss_code, loss_value
 # auto-partial's iic at lam >= AUTO_PARTIAL_LAM; below, iic = AUTO_PARTIAL_IIC lam /
 # AUTO_PARTIAL_LAM (_preset_values): stale margins drift by about H (x_i . x_j) / (lam N)
 # per round, so the local work that was safe at AUTO_PARTIAL_LAM is scaled with lam
-# (docs/algorithm.md 5.3). Only where auto-partial runs from the first round: the
-# line-search presets, whose server step scales the update, and the capped line search's
-# fallback, which starts near the optimum, keep their iic at every lam (section 6,
-# twenty-eighth round). Settings changed after from_variant (dataclasses.replace) keep
-# the iic resolved at the lam they were made with.
+# (docs/algorithm.md 5.3). That is where auto-partial runs from the first round. The
+# capped line search's server step bounds its update, so its iic falls only with the
+# square root of lam (CAPPED_IIC_LAM_POWER; H proportional to lam was 6-10 times slower
+# at lam 1e-5, H fixed 4-15 times worse on a9a at lam 1e-6), and its stall fallback,
+# which starts near the optimum, keeps auto-partial's iic of lam >= AUTO_PARTIAL_LAM
+# (section 6, twenty-eighth round). The scaled line search keeps its iic at every lam.
+# Settings changed after from_variant (dataclasses.replace) keep the iic resolved at the
+# lam they were made with.
 AUTO_PARTIAL_IIC, AUTO_PARTIAL_LAM = 0.03, 1e-4
+CAPPED_IIC_LAM_POWER = 0.5
 # prox="auto": mu = lam + kappa is the mean q_i / N (the rounds' problem conditioned as
 # SDCA likes it), but at most prox_cap lam (default PROX_CAP): the certificate's dual is
 # the original problem's, which lags the proximal one by about mu / lam, and stale state
@@ -118,8 +122,9 @@ VARIANTS = {
                                holder_weights="norm-share", prox="strong",
                                prox_cap=CAPPED_PROX_CAP, prox_rounds=25,
                                second_inner_product="auto"),
-    # The same with its step capped at 0.3; once its line search stalls (g = 0 in half
-    # of the last 100 rounds, under cyclic participation in half of each subset's:
+    # The same with its step capped at 0.3 and its iic scaled with the square root of lam
+    # below AUTO_PARTIAL_LAM (by _preset_values); once its line search stalls (g = 0 in
+    # half of the last 100 rounds, under cyclic participation in half of each subset's:
     # _round.stalls) the run goes on with auto-partial's rounds for good, at
     # auto-partial's iic of lam >= AUTO_PARTIAL_LAM (HyFDCASettings.after_stall). "auto"
     # where half of the clients or more take part (below AUTO_SCALED_FRACTION) and under
@@ -525,11 +530,13 @@ def check_classification_labels(y, loss):
 
 
 def _preset_values(name, lam):
-    """The fields of preset ``name`` at ``lam`` (auto-partial's iic is scaled down with
-    lam below AUTO_PARTIAL_LAM)."""
+    """The fields of preset ``name`` at ``lam``: below AUTO_PARTIAL_LAM auto-partial's
+    iic is scaled by lam / AUTO_PARTIAL_LAM, capped-line-search's by its square root
+    (CAPPED_IIC_LAM_POWER)."""
     values = dict(VARIANTS[name])
-    if name == "auto-partial":
-        values["iic"] *= min(1.0, lam / AUTO_PARTIAL_LAM)
+    power = {"auto-partial": 1.0, "capped-line-search": CAPPED_IIC_LAM_POWER}.get(name)
+    if power is not None:
+        values["iic"] *= min(1.0, lam / AUTO_PARTIAL_LAM) ** power
     return values
 
 

@@ -269,13 +269,18 @@ def test_auto_partial_scales_its_local_work_with_lam(small):
                                        fraction=0.3, iic=0.02).iic == 0.02
 
 
-def test_the_line_search_presets_keep_their_local_work_at_every_lam():
-    """capped-line-search: the scaled line search with g <= 0.3; both keep iic 0.3 at
-    every lam (the server's step scales the update), where auto-partial scales it."""
-    for variant in ("capped-line-search", "scaled-line-search"):
-        assert {HyFDCASettings.from_variant(variant, lam=lam, participation="fraction",
-                                            fraction=0.5).iic
-                for lam in (1e-1, 1e-4, 1e-5, 1e-6)} == {0.3}, variant
+def test_the_line_search_presets_scale_their_local_work_less_than_auto_partial():
+    """capped-line-search: the scaled line search with g <= 0.3 and iic 0.3 at lam >= 1e-4,
+    proportional to the square root of lam below (auto-partial's: to lam); the scaled line
+    search keeps 0.3 at every lam."""
+    def iic(variant, lam):
+        return HyFDCASettings.from_variant(variant, lam=lam, participation="fraction",
+                                           fraction=0.5).iic
+
+    assert iic("capped-line-search", 1e-1) == iic("capped-line-search", 1e-4) == 0.3
+    assert iic("capped-line-search", 1e-5) == pytest.approx(0.3 * 0.1 ** 0.5)
+    assert iic("capped-line-search", 1e-6) == pytest.approx(0.03)
+    assert {iic("scaled-line-search", lam) for lam in (1e-1, 1e-4, 1e-6)} == {0.3}
     settings = HyFDCASettings.from_variant("capped-line-search", participation="cyclic",
                                            fraction=0.5)
     assert (settings.step_cap, settings.line_search, settings.curvature_scaling) == (
