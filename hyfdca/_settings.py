@@ -11,12 +11,12 @@ from solvers import CLASSIFICATION_LOSSES, LOSS_CODES, loss_code, loss_value
 # auto-partial's iic at lam >= AUTO_PARTIAL_LAM; below, iic = AUTO_PARTIAL_IIC lam /
 # AUTO_PARTIAL_LAM (_preset_values): stale margins drift by about H (x_i . x_j) / (lam N)
 # per round, so the local work that was safe at AUTO_PARTIAL_LAM is scaled with lam
-# (docs/algorithm.md 5.3). That is where auto-partial runs from the first round. The
-# capped line search's server step bounds its update, so its iic falls only with the
-# square root of lam (CAPPED_IIC_LAM_POWER; H proportional to lam was 6-10 times slower
-# at lam 1e-5, H fixed 4-15 times worse on a9a at lam 1e-6), and its stall fallback,
-# which starts near the optimum, keeps auto-partial's iic of lam >= AUTO_PARTIAL_LAM
-# (section 6, twenty-eighth round). The scaled line search keeps its iic at every lam.
+# (docs/algorithm.md 5.3). The capped line search's server step bounds its update, so
+# its iic falls only with the square root of lam (CAPPED_IIC_LAM_POWER: at lam 1e-5, H
+# proportional to lam certified 3 of 10 a9a and news20-like cells, this all 10; H fixed
+# was 4-15 times worse on a9a at lam 1e-6), and its stall fallback, which starts near the
+# optimum, keeps AUTO_PARTIAL_IIC (section 6, twenty-eighth round). The scaled line
+# search keeps its iic at every lam.
 # Settings changed after from_variant (dataclasses.replace) keep the iic resolved at the
 # lam they were made with.
 AUTO_PARTIAL_IIC, AUTO_PARTIAL_LAM = 0.03, 1e-4
