@@ -38,10 +38,9 @@ from feddata import Participation
 from hyfdca import _batched_kernels as kern
 from hyfdca._batched_layout import (Blocks, Draws, Duals, Params, RoundArrays, Scratch,
                                     UnionHoldings, structure_arrays)
-from hyfdca._certificate import (Certificate,
-                                  certified_problem, checked_certificate, choose_dual_point,
-                                  choose_triangle_point, kept_iterates, larger_l1,
-                                  line_point, next_point_values, offered_points,
+from hyfdca._certificate import (Certificate, certified_problem, checked_certificate,
+                                  choose_dual_point, choose_triangle_point, kept_iterates,
+                                  larger_l1, line_point, next_point_values, offered_points,
                                   prox_iterate, sums_layout)
 from hyfdca._checkpoint import CheckpointError
 from hyfdca._draws import sample_units, stream_key
@@ -550,8 +549,7 @@ class BatchedHyFDCA:
             totals[layout.dual])
         checked_certificate(min(primal, iterate), dual,
                             larger_l1(x, x_previous, w_alpha, point_w, dual_point_w),
-                            lam=s.lam,
-                            frac_bits=self.frac_bits, n_clients=self.n_clients,
+                            lam=s.lam, frac_bits=self.frac_bits, n_clients=self.n_clients,
                             max_sq_norm=self.max_sq_norm, round_=self.round)
         self.kept_iterates = kept
         self.point_z[:] = next_point_values(step, line_point(line, z, z_previous),

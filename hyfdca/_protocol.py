@@ -37,9 +37,8 @@ import numpy as np
 from crypto import DealtKeys, deal_keys, masked_total
 from feddata import Participation
 from hyfdca import _messages as msg
-from hyfdca._certificate import (Certificate,
-                                  certified_problem, checked_certificate, larger_l1,
-                                  offered_points, prox_iterate, sums_layout)
+from hyfdca._certificate import (Certificate, certified_problem, checked_certificate,
+                                  larger_l1, offered_points, prox_iterate, sums_layout)
 from hyfdca._checkpoint import CheckpointError, pickled, unpickled
 from hyfdca._encoding_range import (LANE_BITS, check_encoding_range, check_slot_capacity,
                                     packing_options)
@@ -467,8 +466,7 @@ class HyFDCARun:
             w_alpha, totals[layout.dual], holding)
         checked_certificate(min(primal, iterate), dual,
                             larger_l1(x, x_previous, w_alpha, point_w, dual_point_w),
-                            lam=lam,
-                            frac_bits=self.frac_bits,
+                            lam=lam, frac_bits=self.frac_bits,
                             n_clients=self.layout.n_clients, max_sq_norm=self.max_sq_norm,
                             round_=self.round)
         server.kept_iterates = kept
