@@ -8,19 +8,19 @@ from feddata import PARTICIPATION_KINDS as PARTICIPATION
 from feddata.participation import cyclic_subsets
 from solvers import CLASSIFICATION_LOSSES, LOSS_CODES, loss_code, loss_value
 
-# auto-partial's iic at lam >= AUTO_PARTIAL_LAM; below, iic = AUTO_PARTIAL_IIC lam /
-# AUTO_PARTIAL_LAM (_preset_values): stale margins drift by about H (x_i . x_j) / (lam N)
-# per round, so the local work that was safe at AUTO_PARTIAL_LAM is scaled with lam
-# (docs/algorithm.md 5.3). The capped line search's server step bounds its update, so
-# its iic falls only with the square root of lam (CAPPED_IIC_LAM_POWER: at lam 1e-5, H
-# proportional to lam certified 3 of 10 a9a and news20-like cells, this all 10; H fixed
-# was 4-15 times worse on a9a at lam 1e-6), and its stall fallback, which starts near the
-# optimum, keeps AUTO_PARTIAL_IIC (section 6, twenty-eighth round). The scaled line
-# search keeps its iic at every lam.
-# Settings changed after from_variant (dataclasses.replace) keep the iic resolved at the
-# lam they were made with.
+# auto-partial's iic at lam >= AUTO_PARTIAL_LAM. Below it, auto-partial's and the capped
+# line search's iic are scaled by (lam / AUTO_PARTIAL_LAM) ** IIC_LAM_POWER
+# (_preset_values). Stale margins drift by about H (x_i . x_j) / (lam N) per round, so
+# holding the drift of AUTO_PARTIAL_LAM would scale H with lam (docs/algorithm.md 5.3);
+# measured, that local work crawls, and H proportional to the square root of lam ended
+# lower in every cell measured without raising a certified point above its start
+# (section 6, twenty-eighth and twenty-ninth rounds). The capped line search's stall
+# fallback, which starts near the optimum, keeps AUTO_PARTIAL_IIC; the scaled line
+# search keeps its iic at every lam. Settings changed after from_variant
+# (dataclasses.replace) keep the iic resolved at the lam they were made with.
 AUTO_PARTIAL_IIC, AUTO_PARTIAL_LAM = 0.03, 1e-4
-CAPPED_IIC_LAM_POWER = 0.5
+IIC_LAM_POWER = 0.5
+IIC_LAM_SCALED = ("auto-partial", "capped-line-search")  # the presets _preset_values scales
 # prox="auto": mu = lam + kappa is the mean q_i / N (the rounds' problem conditioned as
 # SDCA likes it), but at most prox_cap lam (default PROX_CAP): the certificate's dual is
 # the original problem's, which lags the proximal one by about mu / lam, and stale state
@@ -79,7 +79,7 @@ VARIANTS = {
     # line search's step relaxed to AUTO_FULL_RELAX g*).
     # Otherwise, where the line search overshoots on stale state (fewer than half of the
     # clients present): the safe curvature with rho and short rounds (iic 0.03 at
-    # lam >= 1e-4, less below: AUTO_PARTIAL_IIC), but at least 10 steps, so that small
+    # lam >= 1e-4, less below: IIC_LAM_POWER), but at least 10 steps, so that small
     # clients do not spend a round on one or two.
     # All the auto presets weight each holder's update by its share of the row's norm
     # (holder_weights="norm-share", docs/algorithm.md section 5.3).
@@ -102,7 +102,8 @@ VARIANTS = {
                       holder_weights="norm-share", prox="auto", prox_warm_start=True,
                       certify_outer_iterate=True, certify_two_iterates=True,
                       line_search_relax=AUTO_FULL_RELAX),
-    # (its iic is scaled with lam by _preset_values)
+    # (its iic is scaled with the square root of lam below AUTO_PARTIAL_LAM by
+    # _preset_values)
     "auto-partial": dict(sigma="safe", rho="norm", line_search=False, sampling="shared",
                          draw="permuted", aggregation="mean", iic=AUTO_PARTIAL_IIC, min_H=10,
                          holder_weights="norm-share"),
@@ -122,13 +123,13 @@ VARIANTS = {
                                holder_weights="norm-share", prox="strong",
                                prox_cap=CAPPED_PROX_CAP, prox_rounds=25,
                                second_inner_product="auto"),
-    # The same with its step capped at 0.3 and its iic scaled with the square root of lam
-    # below AUTO_PARTIAL_LAM (by _preset_values); once its line search stalls (g = 0 in
-    # half of the last 100 rounds, under cyclic participation in half of each subset's:
-    # _round.stalls) the run goes on with auto-partial's rounds for good, at
-    # auto-partial's iic of lam >= AUTO_PARTIAL_LAM (HyFDCASettings.after_stall). "auto"
-    # where half of the clients or more take part (below AUTO_SCALED_FRACTION) and under
-    # cyclic participation with at most 3 subsets (docs/algorithm.md section 4).
+    # The same with its step capped at 0.3 and its iic scaled as auto-partial's (by
+    # _preset_values); once its line search stalls (g = 0 in half of the last 100
+    # rounds, under cyclic participation in half of each subset's: _round.stalls) the run
+    # goes on with auto-partial's rounds for good, at auto-partial's iic of lam >=
+    # AUTO_PARTIAL_LAM (HyFDCASettings.after_stall). "auto" where half of the clients or
+    # more take part (below AUTO_SCALED_FRACTION) and under cyclic participation with at
+    # most 3 subsets (docs/algorithm.md section 4).
     # Its proximal outer loop takes mu up to CAPPED_PROX_CAP lam, and with mu above
     # PHASE_E_MU lam phase E as well (second_inner_product="auto"); at or below it (mu is
     # min(mean q_i / N, cap lam)), the rounds are those of the seventh session's cap 3.
@@ -530,13 +531,11 @@ def check_classification_labels(y, loss):
 
 
 def _preset_values(name, lam):
-    """The fields of preset ``name`` at ``lam``: below AUTO_PARTIAL_LAM auto-partial's
-    iic is scaled by lam / AUTO_PARTIAL_LAM, capped-line-search's by its square root
-    (CAPPED_IIC_LAM_POWER)."""
+    """The fields of preset ``name`` at ``lam``: below AUTO_PARTIAL_LAM the iic of the
+    presets in IIC_LAM_SCALED is scaled by (lam / AUTO_PARTIAL_LAM) ** IIC_LAM_POWER."""
     values = dict(VARIANTS[name])
-    power = {"auto-partial": 1.0, "capped-line-search": CAPPED_IIC_LAM_POWER}.get(name)
-    if power is not None:
-        values["iic"] *= min(1.0, lam / AUTO_PARTIAL_LAM) ** power
+    if name in IIC_LAM_SCALED:
+        values["iic"] *= min(1.0, lam / AUTO_PARTIAL_LAM) ** IIC_LAM_POWER
     return values
 
 

@@ -252,15 +252,16 @@ def test_auto_partial_is_auto_full_on_horizontal_data(small, name, overrides, li
         assert bound.sigma_value == preset.sigma_value and bound.rho == preset.rho
 
 
-def test_auto_partial_scales_its_local_work_with_lam(small):
-    """auto-partial's iic is 0.03 at lam >= 1e-4 and proportional to lam below; a preset
-    at a small lam is still recognised as untouched (switched to auto-full on horizontal
-    data), and an explicit iic wins."""
+def test_auto_partial_scales_its_local_work_with_the_square_root_of_lam(small):
+    """auto-partial's iic is 0.03 at lam >= 1e-4 and proportional to the square root of
+    lam below; a preset at a small lam is still recognised as untouched (switched to
+    auto-full on horizontal data), and an explicit iic wins."""
     iic = {lam: HyFDCASettings.from_variant("auto", lam=lam, participation="fraction",
                                             fraction=0.3).iic
            for lam in (1e-1, 1e-4, 1e-5, 1e-6)}
     assert iic[1e-1] == iic[1e-4] == 0.03
-    assert iic[1e-5] == pytest.approx(0.003) and iic[1e-6] == pytest.approx(0.0003)
+    assert iic[1e-5] == pytest.approx(0.03 * 0.1 ** 0.5)
+    assert iic[1e-6] == pytest.approx(0.003)
     small_lam = HyFDCASettings.from_variant("auto", lam=1e-5, participation="fraction",
                                             fraction=0.3)
     assert small_lam.bind(partitions(*small)["horizontal"]).line_search
@@ -269,16 +270,17 @@ def test_auto_partial_scales_its_local_work_with_lam(small):
                                        fraction=0.3, iic=0.02).iic == 0.02
 
 
-def test_the_line_search_presets_scale_their_local_work_less_than_auto_partial():
+def test_the_capped_line_search_scales_its_local_work_as_auto_partial():
     """capped-line-search: the scaled line search with g <= 0.3 and iic 0.3 at lam >= 1e-4,
-    proportional to the square root of lam below (auto-partial's: to lam); the scaled line
+    scaled below as auto-partial's (by the square root of lam / 1e-4); the scaled line
     search keeps 0.3 at every lam."""
     def iic(variant, lam):
         return HyFDCASettings.from_variant(variant, lam=lam, participation="fraction",
                                            fraction=0.5).iic
 
     assert iic("capped-line-search", 1e-1) == iic("capped-line-search", 1e-4) == 0.3
-    assert iic("capped-line-search", 1e-5) == pytest.approx(0.3 * 0.1 ** 0.5)
+    for lam in (1e-5, 1e-6):
+        assert iic("capped-line-search", lam) == pytest.approx(10 * iic("auto-partial", lam))
     assert iic("capped-line-search", 1e-6) == pytest.approx(0.03)
     assert {iic("scaled-line-search", lam) for lam in (1e-1, 1e-4, 1e-6)} == {0.3}
     settings = HyFDCASettings.from_variant("capped-line-search", participation="cyclic",

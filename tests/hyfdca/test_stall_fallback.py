@@ -36,7 +36,7 @@ def test_after_stall_is_auto_partial_with_the_step_bits_kept():
     assert (settings.line_search, settings.stall_fallback, settings.step_cap) == (True, True,
                                                                                   0.3)
     assert (after.line_search, after.step_cap, after.curvature_scaling) == (False, 1.0, "none")
-    # auto-partial's local work of lam >= 1e-4, not its lam-scaled 0.003: the fallback
+    # auto-partial's local work of lam >= 1e-4, not its lam-scaled 0.0095: the fallback
     # starts near the optimum
     assert (after.iic, after.min_H) == (0.03, partial.min_H) and partial.iic < 0.03
     for field in ("sigma", "rho", "holder_weights", "sampling", "draw", "aggregation"):
