@@ -16,12 +16,17 @@ from solvers import CLASSIFICATION_LOSSES, LOSS_CODES, loss_code, loss_value
 # in all but one auto-partial cell measured (a9a 3x3 cyclic in four subsets) and in all
 # but one capped-line-search data set (Fashion-MNIST quadrants:500), and raised no
 # certified point above its start (section 6, twenty-eighth and twenty-ninth rounds).
-# The capped line search's stall fallback, which starts near the optimum, keeps
-# AUTO_PARTIAL_IIC; the scaled line search keeps its iic at every lam. Settings changed
-# after from_variant (dataclasses.replace) keep the iic resolved at the lam they were
-# made with.
+# The capped line search's stall fallback scales AUTO_PARTIAL_IIC the other way, by
+# (lam / AUTO_PARTIAL_LAM) ** FALLBACK_LAM_POWER (HyFDCASettings.after_stall): below
+# AUTO_PARTIAL_LAM its line search stalls far from the optimum (SMS 3x3 at lam 1e-5:
+# round 933, the certified point 0.33 P* above P*), where auto-partial's local work of
+# lam >= AUTO_PARTIAL_LAM crawls; at lam 1e-5 the fallback keeps the capped line
+# search's own local work, and it never takes more than that preset's 0.3 (reached at
+# lam 1e-6; section 6, thirtieth round). The scaled line search keeps its iic at every
+# lam. Settings changed after from_variant (dataclasses.replace) keep the iic resolved at
+# the lam they were made with.
 AUTO_PARTIAL_IIC, AUTO_PARTIAL_LAM = 0.03, 1e-4
-IIC_LAM_POWER = 0.5
+IIC_LAM_POWER, FALLBACK_LAM_POWER = 0.5, -0.5
 IIC_LAM_SCALED = ("auto-partial", "capped-line-search")  # the presets _preset_values scales
 # prox="auto": mu = lam + kappa is the mean q_i / N (the rounds' problem conditioned as
 # SDCA likes it), but at most prox_cap lam (default PROX_CAP): the certificate's dual is
@@ -129,9 +134,9 @@ VARIANTS = {
     # _preset_values); once its line search stalls (g = 0 in half of the last 100
     # rounds, under cyclic participation in half of each subset's: _round.stalls) the run
     # goes on with auto-partial's rounds for good, at auto-partial's iic of lam >=
-    # AUTO_PARTIAL_LAM (HyFDCASettings.after_stall). "auto" where half of the clients or
-    # more take part (below AUTO_SCALED_FRACTION) and under cyclic participation with at
-    # most 3 subsets (docs/algorithm.md section 4).
+    # AUTO_PARTIAL_LAM, more below it (HyFDCASettings.after_stall). "auto" where half of
+    # the clients or more take part (below AUTO_SCALED_FRACTION) and under cyclic
+    # participation with at most 3 subsets (docs/algorithm.md section 4).
     # Its proximal outer loop takes mu up to CAPPED_PROX_CAP lam, and with mu above
     # PHASE_E_MU lam phase E as well (second_inner_product="auto"); at or below it (mu is
     # min(mean q_i / N, cap lam)), the rounds are those of the seventh session's cap 3.
@@ -421,13 +426,17 @@ class HyFDCASettings:
 
     def after_stall(self):
         """The settings of the rounds after the line search stalled: no line search and
-        g = 1, with auto-partial's local work (its iic and min_H, unless given; the iic
-        not scaled with lam: the run is near the optimum, docs/algorithm.md section 6,
-        twenty-eighth round). The step keeps its fixed-point bits (``_round.step_bits``),
-        so alpha's scale is unchanged."""
+        g = 1, with auto-partial's local work (its min_H, and its iic of lam >= 1e-4
+        times min(1, lam / 1e-4) ** FALLBACK_LAM_POWER, at most the capped line search's
+        0.3, unless given: 0.03 at lam >= 1e-4, 0.095 at 1e-5, 0.3 at 1e-6 and below;
+        docs/algorithm.md section 6, twenty-eighth and thirtieth rounds).
+        The step keeps its fixed-point bits (``_round.step_bits``), so alpha's scale is
+        unchanged."""
         if not self.stall_fallback:
             raise ValueError("after_stall: these settings have no stall_fallback")
-        fallback = VARIANTS[FALLBACK_PRESET]
+        fallback = dict(VARIANTS[FALLBACK_PRESET])
+        fallback["iic"] = min(fallback["iic"] * _lam_factor(self.lam, FALLBACK_LAM_POWER),
+                              VARIANTS["capped-line-search"]["iic"])
         values = {k: fallback[k] for k in FALLBACK_FIELDS
                   if k not in self.overridden and not (k == "iic" and self.H)}
         return replace(self, line_search=False, step_cap=1.0, curvature_scaling="none",
@@ -537,8 +546,13 @@ def _preset_values(name, lam):
     presets in IIC_LAM_SCALED is scaled by (lam / AUTO_PARTIAL_LAM) ** IIC_LAM_POWER."""
     values = dict(VARIANTS[name])
     if name in IIC_LAM_SCALED:
-        values["iic"] *= min(1.0, lam / AUTO_PARTIAL_LAM) ** IIC_LAM_POWER
+        values["iic"] *= _lam_factor(lam, IIC_LAM_POWER)
     return values
+
+
+def _lam_factor(lam, power):
+    """min(1, lam / AUTO_PARTIAL_LAM) ** power: 1 at lam >= AUTO_PARTIAL_LAM."""
+    return min(1.0, lam / AUTO_PARTIAL_LAM) ** power
 
 
 def _auto_preset(participation, fraction, loss):

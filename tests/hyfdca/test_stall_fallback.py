@@ -21,10 +21,10 @@ def small(cancer):
     return X[:300], y[:300]
 
 
-def capped(participation="fraction", fraction=0.5, **overrides):
+def capped(participation="fraction", fraction=0.5, lam=LAM, **overrides):
     """The default at fraction 0.5 (iic 0.3 before the fallback, 0.03 and at least 10
     steps after it: every client changes its number of draws)."""
-    return HyFDCASettings.from_variant("auto", lam=LAM, participation=participation,
+    return HyFDCASettings.from_variant("auto", lam=lam, participation=participation,
                                        fraction=fraction, **overrides)
 
 
@@ -36,9 +36,10 @@ def test_after_stall_is_auto_partial_with_the_step_bits_kept():
     assert (settings.line_search, settings.stall_fallback, settings.step_cap) == (True, True,
                                                                                   0.3)
     assert (after.line_search, after.step_cap, after.curvature_scaling) == (False, 1.0, "none")
-    # auto-partial's local work of lam >= 1e-4, not its lam-scaled 0.0095: the fallback
-    # starts near the optimum
-    assert (after.iic, after.min_H) == (0.03, partial.min_H) and partial.iic < 0.03
+    # below lam 1e-4 more than auto-partial's local work of lam >= 1e-4 (0.03), not
+    # less: the line search stalls far from the optimum there (section 6, thirtieth round)
+    assert after.iic == pytest.approx(0.03 * 10 ** 0.5) and after.min_H == partial.min_H
+    assert partial.iic < 0.03 < after.iic
     for field in ("sigma", "rho", "holder_weights", "sampling", "draw", "aggregation"):
         assert getattr(after, field) == getattr(partial, field), field
     assert step_bits(after) == step_bits(settings) == STEP_BITS  # alpha keeps its scale
@@ -50,6 +51,16 @@ def test_after_stall_is_auto_partial_with_the_step_bits_kept():
         HyFDCASettings.from_variant("scaled-line-search").after_stall()
     with pytest.raises(ValueError, match="stall_fallback watches the line search"):
         HyFDCASettings.from_variant("auto-partial", stall_fallback=True)
+
+
+@pytest.mark.parametrize("lam, iic", [(1.0, 0.03), (1e-4, 0.03), (1e-5, 0.03 * 10 ** 0.5),
+                                      (1e-6, 0.3), (1e-8, 0.3)])
+def test_the_fallback_s_local_work_grows_as_lam_falls_below_1e_4(lam, iic):
+    # lam >= 1e-4 keeps auto-partial's 0.03 (the paper experiments' bits); below it the
+    # fallback scales 0.03 by (1e-4 / lam) ** (1/2), up to the capped line search's 0.3
+    after = capped(lam=lam).after_stall()
+    assert after.iic == pytest.approx(iic, rel=1e-12)
+    assert (after.iic == 0.03) == (lam >= 1e-4)  # exactly, not nearly
 
 
 def test_a_stall_is_half_of_the_window_at_zero_steps():
