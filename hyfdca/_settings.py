@@ -17,14 +17,10 @@ from solvers import CLASSIFICATION_LOSSES, LOSS_CODES, loss_code, loss_value
 # but one capped-line-search data set (Fashion-MNIST quadrants:500), and raised no
 # certified point above its start (section 6, twenty-eighth and twenty-ninth rounds).
 # The capped line search's stall fallback scales AUTO_PARTIAL_IIC the other way, by
-# (lam / AUTO_PARTIAL_LAM) ** FALLBACK_LAM_POWER (HyFDCASettings.after_stall): below
-# AUTO_PARTIAL_LAM its line search stalls far from the optimum (SMS 3x3 at lam 1e-5:
-# round 933, the certified point 0.33 P* above P*), where auto-partial's local work of
-# lam >= AUTO_PARTIAL_LAM crawls; at lam 1e-5 the fallback keeps the capped line
-# search's own local work, and it never takes more than that preset's 0.3 (reached at
-# lam 1e-6; section 6, thirtieth round). The scaled line search keeps its iic at every
-# lam. Settings changed after from_variant (dataclasses.replace) keep the iic resolved at
-# the lam they were made with.
+# (lam / AUTO_PARTIAL_LAM) ** FALLBACK_LAM_POWER: below AUTO_PARTIAL_LAM the line search
+# stalls far from the optimum (HyFDCASettings.after_stall; section 6, thirtieth round).
+# The scaled line search keeps its iic at every lam. Settings changed after from_variant
+# (dataclasses.replace) keep the iic resolved at the lam they were made with.
 AUTO_PARTIAL_IIC, AUTO_PARTIAL_LAM = 0.03, 1e-4
 IIC_LAM_POWER, FALLBACK_LAM_POWER = 0.5, -0.5
 IIC_LAM_SCALED = ("auto-partial", "capped-line-search")  # the presets _preset_values scales
@@ -428,10 +424,11 @@ class HyFDCASettings:
         """The settings of the rounds after the line search stalled: no line search and
         g = 1, with auto-partial's local work (its min_H, and its iic of lam >= 1e-4
         times min(1, lam / 1e-4) ** FALLBACK_LAM_POWER, at most the capped line search's
-        0.3, unless given: 0.03 at lam >= 1e-4, 0.095 at 1e-5, 0.3 at 1e-6 and below;
-        docs/algorithm.md section 6, twenty-eighth and thirtieth rounds).
-        The step keeps its fixed-point bits (``_round.step_bits``), so alpha's scale is
-        unchanged."""
+        0.3, unless given: 0.03 at lam >= 1e-4; 0.095 at 1e-5, the capped line search's
+        own, where it stalls far from the optimum (SMS 3x3: round 933, the certified point
+        0.33 P* above P*); 0.3 at 1e-6 and below; docs/algorithm.md section 6,
+        twenty-eighth and thirtieth rounds). The step keeps its fixed-point bits
+        (``_round.step_bits``), so alpha's scale is unchanged."""
         if not self.stall_fallback:
             raise ValueError("after_stall: these settings have no stall_fallback")
         fallback = dict(VARIANTS[FALLBACK_PRESET])
