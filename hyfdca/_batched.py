@@ -38,10 +38,11 @@ from feddata import Participation
 from hyfdca import _batched_kernels as kern
 from hyfdca._batched_layout import (Blocks, Draws, Duals, Params, RoundArrays, Scratch,
                                     UnionHoldings, structure_arrays)
-from hyfdca._certificate import (Certificate, certified_problem, checked_certificate,
-                                  choose_dual_point, choose_triangle_point, kept_iterates,
-                                  larger_l1, line_point, next_point_values, offered_points,
-                                  prox_iterate, sums_layout)
+from hyfdca._certificate import (Certificate, RunningMean, certified_problem,
+                                  checked_certificate, choose_dual_point,
+                                  choose_triangle_point, kept_iterates, larger_l1,
+                                  line_point, mean_epoch, next_point_values, offered_mean,
+                                  offered_points, prox_iterate, sums_layout, with_point)
 from hyfdca._checkpoint import CheckpointError
 from hyfdca._draws import sample_units, stream_key
 from hyfdca._encoding_range import check_encoding_range
@@ -256,6 +257,9 @@ class BatchedHyFDCA:
         # (x_{t-1}, x_t): the last two rounds' iterates, whose triangle with the certified
         # point a certificate may search (_certificate.kept_iterates)
         self.kept_iterates = (None, None)
+        # the running means (_certificate.RunningMean) of the points certificates offered
+        # (the server's) and of their margins on every holding (the clients')
+        self.point_mean = self.margin_mean = None
         # per-round buffers kept between rounds (a fresh allocation costs page faults)
         self.avail_mask = np.zeros(K, dtype=bool)
         self.shares = np.zeros((line_search_term_count(s), K))
@@ -285,6 +289,8 @@ class BatchedHyFDCA:
                       counters=np.array(json.dumps(counters)))
         arrays.update({f"kept_iterate{i}": x for i, x in enumerate(self.kept_iterates)
                        if x is not None})
+        for name in ("point_mean", "margin_mean"):
+            arrays.update(mean_arrays(name, getattr(self, name)))
         buffer = io.BytesIO()
         np.savez(buffer, **arrays)
         return {"engine.npz": buffer.getvalue()}
@@ -326,6 +332,8 @@ class BatchedHyFDCA:
             run.kept_iterates = tuple(  # (None: not kept, or from before they were)
                 np.array(saved[f"kept_iterate{i}"]) if f"kept_iterate{i}" in saved.files
                 else None for i in range(2))
+            run.point_mean, run.margin_mean = (mean_from_arrays(name, saved)
+                                               for name in ("point_mean", "margin_mean"))
         run.version, run.token, run.round = (counters["version"], counters["token"],
                                              counters["round"])
         run.have_point = counters["have_point"]
@@ -524,16 +532,22 @@ class BatchedHyFDCA:
         kappa, centre = certified_problem(s, self.solved_problem, self.rounds_problem())
         x, x_previous, kept = offered_points(s, prox_iterate(s.lam, kappa, w_alpha, centre),
                                              self.kept_iterates)
+        epoch = mean_epoch(self.round) if s.certify_running_mean else -1
+        point_mean = with_point(self.point_mean, x, epoch)
+        x_mean = offered_mean(s, point_mean) if x_previous is None else None
         self._record_certificate_cost(with_previous=x_previous is not None)
         margin_parts = (np.empty(n_hold, dtype=np.int64),
                         np.empty(self.n_samples, dtype=np.int64))
         z = np.empty(n_hold)
         kern.certificate_margins(B, P, x, self.scratch.wk, *margin_parts, z, self.arrays.err)
+        margin_mean = with_point(self.margin_mean, z, epoch)
         z_previous = z
         if x_previous is not None:
             z_previous = np.empty(n_hold)
             kern.certificate_margins(B, P, x_previous, self.scratch.wk, *margin_parts,
                                      z_previous, self.arrays.err)
+        elif x_mean is not None:  # the clients' means of their margins: no inner product
+            x_previous, z_previous = x_mean, margin_mean.value()
         self._check("a margin")
         layout = sums_layout(x_previous is not None)
         sums = np.empty((layout.size, self.n_clients))
@@ -552,6 +566,7 @@ class BatchedHyFDCA:
                             lam=s.lam, frac_bits=self.frac_bits, n_clients=self.n_clients,
                             max_sq_norm=self.max_sq_norm, round_=self.round)
         self.kept_iterates = kept
+        self.point_mean, self.margin_mean = point_mean, margin_mean
         self.point_z[:] = next_point_values(step, line_point(line, z, z_previous),
                                             self.point_z)
         self.point_w[:] = point_w
@@ -577,6 +592,27 @@ class BatchedHyFDCA:
             round=self.round, available=K, rtc=2 + points, messages_down=(2 + points) * K,
             messages_up=(2 + points) * K, bytes_down=0, bytes_up=0, encrypt=points * held,
             decrypt=points * held + due, add=points * held, multiply=0))
+
+
+def mean_arrays(name, mean):
+    """A :class:`~hyfdca._certificate.RunningMean` as checkpoint arrays (none for None)."""
+    if mean is None:
+        return {}
+    arrays = {f"{name}.counts": np.array([mean.epoch, mean.previous_count, mean.count]),
+              f"{name}.sum": mean.sum}
+    if mean.previous_sum is not None:
+        arrays[f"{name}.previous_sum"] = mean.previous_sum
+    return arrays
+
+
+def mean_from_arrays(name, saved):
+    """The running mean :func:`mean_arrays` saved (None: none, or saved before it was)."""
+    if f"{name}.counts" not in saved.files:
+        return None
+    epoch, previous_count, count = (int(v) for v in saved[f"{name}.counts"])
+    previous = (np.array(saved[f"{name}.previous_sum"])
+                if f"{name}.previous_sum" in saved.files else None)
+    return RunningMean(epoch, previous_count, previous, count, np.array(saved[f"{name}.sum"]))
 
 
 def setup_row_norms(partial, hold_sample, counts, frac_bits):

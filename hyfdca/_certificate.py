@@ -143,6 +143,62 @@ def offered_points(settings, iterate, kept):
     return iterate, kept[0], (kept[0], None)
 
 
+class RunningMean(NamedTuple):
+    """The running mean of the points certificates offered (``certify_running_mean``):
+    of those of rounds 2^(e-1) and later, e the doubling epoch of the last one (2^e <=
+    round < 2^(e+1)), kept as the sums over the epoch before (``previous_sum``, None where
+    it had none) and this one; a server keeps the points, each client their margins on
+    its samples (the mean's margins are the mean of the margins: no inner product)."""
+
+    epoch: int
+    previous_count: int
+    previous_sum: np.ndarray | None
+    count: int
+    sum: np.ndarray
+
+    @property
+    def size(self):
+        """How many points the mean holds."""
+        return self.previous_count + self.count
+
+    def value(self):
+        """The mean point (or margins)."""
+        total = self.sum if self.previous_sum is None else self.previous_sum + self.sum
+        return total / self.size
+
+
+def mean_epoch(round_):
+    """The doubling epoch e of a certificate after round ``round_`` >= 1: 2^e <= round <
+    2^(e+1). Round 0's certificate (the start) joins no mean: -1."""
+    return int(round_).bit_length() - 1
+
+
+def with_point(mean, values, epoch):
+    """``mean`` (a :class:`RunningMean` or None) with the point or margins ``values`` of
+    a certificate of doubling epoch ``epoch`` (:func:`mean_epoch`; -1 leaves it): a new
+    epoch drops the points of the epoch before the last."""
+    if epoch < 0:
+        return mean
+    if mean is not None and epoch == mean.epoch:
+        return mean._replace(count=mean.count + 1, sum=mean.sum + values)
+    if mean is not None and epoch == mean.epoch + 1:
+        return RunningMean(epoch, mean.count, mean.sum, 1, values.copy())
+    return RunningMean(epoch, 0, None, 1, values.copy())
+
+
+def offered_mean(settings, mean):
+    """The running mean x_bar of the points certificates offered, this one's x_t
+    included, which a certificate without x_{t-1} searches in its place (the triangle of
+    w_c, x_bar and x_t) under ``settings.certify_running_mean``; None where it is off or
+    the mean holds x_t alone. The zig-zag's iterates lie on either side of the optimum,
+    so their mean is near it (the averaged iterate of SDCA's analysis), and searching it
+    where x_{t-1} was already searched (a certificate every round) certifies SMS sooner
+    (docs/algorithm.md section 6, thirty-first round)."""
+    if not settings.certify_running_mean or mean is None or mean.size < 2:
+        return None
+    return mean.value()
+
+
 def kept_iterates(settings, kept, iterate, solved, current):
     """The iterates kept after round t's end, (x_{t-1}, x_t), from those kept after round
     t - 1, ``kept`` = (x_{t-2}, x_{t-1}), and ``iterate`` = x_t, the server's w before a

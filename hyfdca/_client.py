@@ -8,7 +8,7 @@ import numpy as np
 from feddata import local_work
 from hyfdca import _messages as msg
 from hyfdca._certificate import (line_point, next_point_values, segment_objective_sums,
-                                 sums_layout)
+                                 sums_layout, with_point)
 from hyfdca._draws import draw_positions, sample_units
 from hyfdca._packing import ClientBlocks
 from hyfdca._primal_change import rows_change
@@ -86,6 +86,9 @@ class Client:
         # and t the next certificate's request brings
         self._point_margins, self._point_version, self._point_trial = None, 0, None
         self._dual_point = None
+        # the running mean of the margins of the points certificates offered
+        # (_certificate.RunningMean; certify_running_mean)
+        self._margin_mean = None
 
     def state(self):
         """The client's state between rounds (its keys are kept apart)."""
@@ -93,6 +96,8 @@ class Client:
 
     def load_state(self, state):
         vars(self).update(state)
+        if "_margin_mean" not in state:  # from before the running mean
+            self._margin_mean = None
         if self._point_trial is not None and len(self._point_trial) < 5:
             # a state kept before the certified dual point: both points restart
             self._point_trial = None
@@ -419,12 +424,22 @@ class Client:
         ac and the steps a, c and t the request brings (a certificate the server could
         not settle is settled by the next one). Without them (a client that lost its
         state) zc is taken as z and ac as alpha, and the 0 it sends makes the server take
-        c = t = 1.
+        c = t = 1. z joins the running mean of the margins (``message.mean_epoch``); where
+        the request names that mean in place of x_{t-1}, its value is zp, and a mean that
+        does not hold the server's ``mean_size`` points (a certificate missed) is sent as
+        z with a 0, which makes the server search x_t's segment alone.
         """
         everything = np.arange(self.n_local)
         z = self._decrypt(everything, message.margins)
-        has_previous = message.previous_margins is not None
-        z_previous = self._decrypt(everything, message.previous_margins) if has_previous else z
+        self._margin_mean = with_point(self._margin_mean, z, message.mean_epoch)
+        searches_mean = message.mean_size > 0
+        holds_mean = (searches_mean and self._margin_mean is not None
+                      and self._margin_mean.size == message.mean_size)
+        has_previous = message.previous_margins is not None or searches_mean
+        if message.previous_margins is not None:
+            z_previous = self._decrypt(everything, message.previous_margins)
+        else:
+            z_previous = self._margin_mean.value() if holds_mean else z
         trial = self._point_trial
         if trial is not None and trial[5] + 1 == message.point_version:
             line = line_point(message.point_line, trial[0], trial[1])
@@ -438,11 +453,14 @@ class Client:
         self._point_trial = (z, z_previous, z_point, self._eval_alpha, alpha_point,
                              message.point_version)
         s = self.settings
-        sums = np.empty(sums_layout(has_previous).size + 1)
+        layout = sums_layout(has_previous)
+        sums = np.empty(layout.size + 1 + searches_mean)
         segment_objective_sums(s.loss_code, z, z_previous, has_previous, z_point, self.y,
                                self._eval_alpha, alpha_point, self.inv_holders / s.n_samples,
-                               s.smoothing, sums[:-1])
-        sums[-1] = 1.0 if holding else 0.0
+                               s.smoothing, sums[:layout.size])
+        sums[layout.size] = 1.0 if holding else 0.0
+        if searches_mean:
+            sums[-1] = 1.0 if holds_mean else 0.0
         return msg.EvalShares(self.masker.mask(sums, self.id, message.participants,
                                                message.tag))
 

@@ -196,7 +196,11 @@ class EvalRequest:
     """Server -> client: Enc(x_i . x_t) for all its samples, Enc(x_i . x_{t-1}) where the
     certificate searches the line between them (else None), the secure-sum round, and
     the steps a, c and t the last certificate chose for the certified point and the
-    certified dual point, the ``point_version``-th (0: none yet)."""
+    certified dual point, the ``point_version``-th (0: none yet); under
+    certify_running_mean the doubling epoch whose running mean of the margins the
+    client adds z to (``_certificate.with_point``; -1: none) and, where the certificate
+    searches that mean in place of x_{t-1}, how many points the server's mean holds (else
+    0)."""
 
     margins: EncryptedVector
     previous_margins: EncryptedVector | None
@@ -206,15 +210,19 @@ class EvalRequest:
     point_step: float
     dual_point_step: float
     point_version: int
+    mean_epoch: int = -1
+    mean_size: int = 0
 
 
 @dataclass(frozen=True)
 class EvalShares:
     """Client -> server: masked shares of (1/N) sum_i l(c (a z_i + (1 - a) zp_i) + (1 -
     c) zc_i)/|C_i| for every a of ``LINE_STEPS`` and c of ``POINT_STEPS`` (z, zp: the
-    margins of x_t and x_{t-1}; zc: the certified point's margins), of
-    (1/N) sum_i -l*(-(t alpha_i + (1 - t) ac_i))/|C_i| for every t of ``POINT_STEPS``
-    (ac: the certified dual point), and 1 if it holds both points (else 0)."""
+    margins of x_t and x_{t-1}, or of the running mean where the request names one;
+    zc: the certified point's margins), of (1/N) sum_i -l*(-(t alpha_i + (1 - t)
+    ac_i))/|C_i| for every t of ``POINT_STEPS`` (ac: the certified dual point), 1 if it
+    holds both points (else 0), and where the request names a running mean 1 if its
+    mean holds the ``mean_size`` points the server's does (else 0)."""
 
     shares: np.ndarray
 

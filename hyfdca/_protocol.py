@@ -38,7 +38,8 @@ from crypto import DealtKeys, deal_keys, masked_total
 from feddata import Participation
 from hyfdca import _messages as msg
 from hyfdca._certificate import (Certificate, certified_problem, checked_certificate,
-                                  larger_l1, offered_points, prox_iterate, sums_layout)
+                                  larger_l1, mean_epoch, offered_mean, offered_points,
+                                  prox_iterate, sums_layout, with_point)
 from hyfdca._checkpoint import CheckpointError, pickled, unpickled
 from hyfdca._encoding_range import (LANE_BITS, check_encoding_range, check_slot_capacity,
                                     packing_options)
@@ -448,20 +449,27 @@ class HyFDCARun:
             x, x_previous, kept = offered_points(
                 self.settings, prox_iterate(self.settings.lam, kappa, w_alpha, centre),
                 server.kept_iterates)
+            epoch = mean_epoch(self.round) if self.settings.certify_running_mean else -1
+            point_mean = with_point(server.point_mean, x, epoch)
+            x_mean = offered_mean(self.settings, point_mean) if x_previous is None else None
+            mean_size = 0 if x_mean is None else point_mean.size
             margins = self._certificate_margins(everyone, x)
             previous_margins = (None if x_previous is None
                                 else self._certificate_margins(everyone, x_previous))
             self._exchange("certificate: loss and conjugate sums", everyone,
                            lambda k: server.eval_message(k, margins, previous_margins,
-                                                         everyone, tag),
+                                                         everyone, tag, epoch, mean_size),
                            lambda k, reply: shares.__setitem__(k, reply.shares))
+            if x_mean is not None:  # the clients' means of their margins: no inner product
+                x_previous = x_mean
         totals = masked_total(shares.items(), everyone, self.frac_bits,
                               tag=f"certificate sums, {tag}")
         self._record_certificate_cost(before)
         layout = sums_layout(x_previous is not None)
         lam, holding = self.settings.lam, totals[layout.size]
         line, step, primal, point_w, iterate = server.point_choice(
-            x, x_previous, totals[layout.primal], holding)
+            x, x_previous, totals[layout.primal], holding,
+            totals[layout.size + 1] if x_mean is not None else None)
         dual_step, dual, dual_point_w, iterate_dual = server.dual_point_choice(
             w_alpha, totals[layout.dual], holding)
         checked_certificate(min(primal, iterate), dual,
@@ -469,6 +477,6 @@ class HyFDCARun:
                             lam=lam, frac_bits=self.frac_bits,
                             n_clients=self.layout.n_clients, max_sq_norm=self.max_sq_norm,
                             round_=self.round)
-        server.kept_iterates = kept
+        server.kept_iterates, server.point_mean = kept, point_mean
         server.commit_point(line, step, point_w, dual_step, dual_point_w)
         return Certificate(primal, dual, point_w.copy(), iterate, iterate_dual)

@@ -73,6 +73,8 @@ class Server:
         # (x_{t-1}, x_t): the last two rounds' iterates, whose triangle with the certified
         # point a certificate may search (_certificate.kept_iterates)
         self.kept_iterates = (None, None)
+        # the running mean of the points certificates offered (_certificate.RunningMean)
+        self.point_mean = None
 
     def rounds_problem(self):
         """(kappa, c) of the proximal problem the rounds solve now."""
@@ -121,6 +123,8 @@ class Server:
             self.kept_iterates = (None, None)
         if "point_line" not in state:  # from before the triangle: x_t's segment
             self.point_line = 1.0
+        if "point_mean" not in state:  # from before the running mean
+            self.point_mean = None
 
     # --- dual sync ---------------------------------------------------------------------
 
@@ -342,21 +346,27 @@ class Server:
             ev.add_at(total, self.blocks.client_blocks[k], p)
         return total
 
-    def eval_message(self, k, margins, previous_margins, participants, tag):
+    def eval_message(self, k, margins, previous_margins, participants, tag, mean_epoch=-1,
+                     mean_size=0):
         take = self.evaluator.take
         blocks = self.blocks.client_blocks[k]
         return msg.EvalRequest(take(margins, blocks),
                                None if previous_margins is None else take(previous_margins,
                                                                           blocks),
                                participants, tag, self.point_line, self.point_step,
-                               self.dual_point_step, self.point_version)
+                               self.dual_point_step, self.point_version, mean_epoch,
+                               mean_size)
 
-    def point_choice(self, x, x_previous, loss_sums, holding):
+    def point_choice(self, x, x_previous, loss_sums, holding, holding_mean=None):
         """(a, c, P(w_c), w_c, P(x)) for the certified point (x = x_t the offered point,
-        x_previous = x_{t-1} or None) from the revealed triangle loss sums
-        (``choose_triangle_point``; c = 1 unless all clients, ``holding`` of them, kept
-        the last points). Nothing changes before ``commit_point``."""
+        x_previous = x_{t-1}, the running mean or None) from the revealed triangle loss
+        sums (``choose_triangle_point``; c = 1 unless all clients, ``holding`` of them,
+        kept the last points; x_t's segment alone where x_previous is the running mean and
+        not all clients, ``holding_mean`` of them, hold its margins). Nothing changes
+        before ``commit_point``."""
         last = self.point_w if self._all_hold(holding) else None
+        if holding_mean is not None and not self._all_hold(holding_mean):
+            x_previous = None
         return choose_triangle_point(self.settings.lam, x, x_previous, last, loss_sums)
 
     def dual_point_choice(self, w_alpha, conj_sums, holding):

@@ -99,12 +99,14 @@ VARIANTS = {
     # (section 6, seventeenth round). Its certificates certify the outer loop's iterate
     # (certify_outer_iterate; section 6, eighteenth round), and search the line between
     # its last two rounds' iterates as well, which the line search's zig-zag leaves on
-    # either side of the optimum (certify_two_iterates; section 6, twenty-sixth round).
+    # either side of the optimum (certify_two_iterates; section 6, twenty-sixth round),
+    # and where x_{t-1} was searched already (a certificate every round) the running mean
+    # of the points certificates offered (certify_running_mean; thirty-first round).
     "auto-full": dict(sigma=1.0, rho="norm", line_search=True, sampling="shared",
                       draw="permuted", aggregation="mean", iic=1.0,
                       holder_weights="norm-share", prox="auto", prox_warm_start=True,
                       certify_outer_iterate=True, certify_two_iterates=True,
-                      line_search_relax=AUTO_FULL_RELAX),
+                      certify_running_mean=True, line_search_relax=AUTO_FULL_RELAX),
     # (its iic is scaled with the square root of lam below AUTO_PARTIAL_LAM by
     # _preset_values)
     "auto-partial": dict(sigma="safe", rho="norm", line_search=False, sampling="shared",
@@ -202,6 +204,11 @@ class HyFDCASettings:
     the round before, x_{t-1}, where both rounds solved the same problem and the round
     before ended without a certificate (``_certificate.offered_points``; the
     certificate computes x_{t-1}'s margins as well: one more round trip).
+    ``certify_running_mean`` (needs certify_two_iterates; a preset's falls to False
+    where that is off): where x_{t-1} is not searched, the triangle's second vertex is
+    the running mean of the points certificates offered since the doubling epoch before
+    the last (``_certificate.offered_mean``; each client keeps the mean of its margins:
+    no more round trips or encryptions).
     """
 
     loss: str = "hinge"
@@ -233,6 +240,7 @@ class HyFDCASettings:
     prox_warm_start: bool = False
     certify_outer_iterate: bool = False
     certify_two_iterates: bool = False
+    certify_running_mean: bool = False
     # fields given explicitly to from_variant (kept when bind() re-resolves "auto")
     overridden: tuple = ()
     # filled in by bind(); read through lam_n and sigma_bound, which refuse unbound settings
@@ -273,6 +281,8 @@ class HyFDCASettings:
             settings = replace(settings, line_search_relax=1.0)
         if "certify_two_iterates" not in overrides and not settings.certify_outer_iterate:
             settings = replace(settings, certify_two_iterates=False)
+        if "certify_running_mean" not in overrides and not settings.certify_two_iterates:
+            settings = replace(settings, certify_running_mean=False)
         settings.validate()
         return settings
 
@@ -335,6 +345,12 @@ class HyFDCASettings:
             (not self.certify_two_iterates or self.certify_outer_iterate,
              "certify_two_iterates searches between the iterates of the problem the last "
              "two rounds solved: it needs certify_outer_iterate=True"),
+            (self.certify_running_mean in (True, False),
+             "certify_running_mean must be True or False, got "
+             f"{self.certify_running_mean!r}"),
+            (not self.certify_running_mean or self.certify_two_iterates,
+             "certify_running_mean searches the triangle in place of x_{t-1}: it needs "
+             "certify_two_iterates=True"),
             (not self.prox_adapt or self.loss in CLASSIFICATION_LOSSES,
              "prox_adapt compares the dual with P(0) = l(0), which the server knows for "
              f"the classification losses {CLASSIFICATION_LOSSES} only, not {self.loss!r}"),

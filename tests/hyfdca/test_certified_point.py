@@ -14,7 +14,7 @@ from hyfdca import _messages as msg
 from hyfdca import _batched, _protocol
 from hyfdca._certificate import (LINE_STEPS, POINT_STEPS, CertificateError,
                                  choose_dual_point, choose_point, choose_triangle_point,
-                                 prox_iterate)
+                                 mean_epoch, prox_iterate, with_point)
 
 LAM = 1e-3
 
@@ -184,23 +184,35 @@ def best_on_triangle(fed, point, x, x_previous):
                for u in lines for c in steps)
 
 
-def test_the_certificate_searches_the_triangle_of_the_last_two_iterates(grid):
+def window_mean(offered, round_):
+    """The running mean a certificate after ``round_`` searches (``offered``: round ->
+    the point each certificate offered, this one's included): the mean of those of
+    rounds 2^(e-1) and later, 2^e <= round_ < 2^(e+1); None where that is x_t alone."""
+    epoch = round_.bit_length() - 1
+    points = [x for r, x in offered.items() if r >= 2 ** (epoch - 1)]
+    return np.mean(points, axis=0) if len(points) >= 2 else None
+
+
+@pytest.mark.parametrize("mean", [True, False])
+def test_the_certificate_searches_the_triangle_of_the_last_two_iterates(grid, mean):
     """With ``certify_two_iterates`` (auto-full) the certified point after round t is the
     best of the triangle of the last one, x_t and x_{t-1}, x the server's w after each
     round before a move of the centre, where rounds t - 1 and t solved the same problem
-    and round t - 1 ended without a certificate; else of x_t's segment. The centre moves
-    after rounds 3, 6 and 9 here, certificates after rounds 2, 4, 6, 8 and 9: the
-    triangle, x_4's segment (round 3 solved the problem before the move), the triangle
-    twice, x_9's segment (round 8 ended with a certificate). P(x_t) is the iterate's
-    primal. Both engines, the same bits."""
-    s = outer_loop(iic=0.5, prox_rounds=3)
+    and round t - 1 ended without a certificate; else, with ``certify_running_mean``
+    (auto-full), of the triangle of the last one, x_t and the running mean of the points
+    certificates offered (``window_mean``), and without it of x_t's segment. The centre
+    moves after rounds 3, 6 and 9 here, certificates after rounds 2, 4, 6, 8 and 9: the
+    triangle, x_4's (round 3 solved the problem before the move), the triangle twice,
+    x_9's (round 8 ended with a certificate). P(x_t) is the iterate's primal. Both
+    engines, the same bits."""
+    s = outer_loop(iic=0.5, prox_rounds=3, certify_running_mean=mean)
     assert s.certify_two_iterates
     searched = {2: True, 4: False, 6: True, 8: True, 9: False}
     runs = {"protocol": HyFDCARun(grid, s, seed=3), "batched": BatchedHyFDCA(grid, s, seed=3)}
     certified, below_segment = {}, 0
     for name, run in runs.items():
         state = run.server if name == "protocol" else run
-        certified[name], earlier, point = [], None, None
+        certified[name], earlier, point, offered = [], None, None, {}
         for round_ in range(1, 10):
             run.step()
             # x_t: the server's w before the move at the end of rounds 3, 6 and 9
@@ -210,7 +222,9 @@ def test_the_certificate_searches_the_triangle_of_the_last_two_iterates(grid):
                 certified[name].append(cert)
                 assert cert.iterate_primal == pytest.approx(pooled_primal(grid, iterate),
                                                             abs=1e-7)
-                previous = earlier if searched[round_] else None
+                offered[round_] = iterate
+                previous = (earlier if searched[round_]
+                            else window_mean(offered, round_) if mean else None)
                 assert cert.primal == pytest.approx(
                     best_on_triangle(grid, point, iterate, previous), abs=1e-7)
                 segment = best_on_triangle(grid, point, iterate, None)
@@ -222,6 +236,93 @@ def test_the_certificate_searches_the_triangle_of_the_last_two_iterates(grid):
         assert (ca.primal, ca.dual, ca.iterate_primal, ca.iterate_dual) == (
             cb.primal, cb.dual, cb.iterate_primal, cb.iterate_dual)
         np.testing.assert_array_equal(ca.w, cb.w)
+
+
+def test_a_certificate_every_round_searches_the_running_mean_without_an_inner_product(grid):
+    """With a certificate after every round, x_{t-1} is never searched (the certificate
+    before searched it); under ``certify_running_mean`` (auto-full) the triangle's
+    second vertex is the running mean of the points certificates offered, whose margins
+    each client keeps: the certified point is the best of that triangle, better than x_t's
+    segment in some rounds, with no more round trips or encryptions than the segment
+    (3 round trips, one margin per held sample). Both engines, the same bits."""
+    s = outer_loop(iic=0.5, prox_rounds=3)
+    assert s.certify_running_mean
+    runs = {"protocol": HyFDCARun(grid, s, seed=3), "batched": BatchedHyFDCA(grid, s, seed=3)}
+    certified = {}
+    for name, run in runs.items():
+        state = run.server if name == "protocol" else run
+        certified[name], point, offered, below_segment = [], None, {}, 0
+        for round_ in range(1, 13):
+            run.step()
+            iterate = (state.prox_last_w if round_ % 3 == 0 else state.w).copy()
+            cert = run.certificate()
+            certified[name].append(cert)
+            offered[round_] = iterate
+            mean = window_mean(offered, round_)
+            assert cert.primal == pytest.approx(
+                best_on_triangle(grid, point, iterate, mean), abs=1e-7)
+            below_segment += cert.primal < best_on_triangle(grid, point, iterate, None) - 1e-6
+            point = cert.w
+        assert below_segment >= 2
+        costs = run.certificate_costs[-12:]
+        assert {c["rtc"] for c in costs} == {3}
+        assert len({c["encrypt"] for c in costs}) == 1
+    for ca, cb in zip(certified["protocol"], certified["batched"]):
+        assert (ca.primal, ca.dual, ca.iterate_primal, ca.iterate_dual) == (
+            cb.primal, cb.dual, cb.iterate_primal, cb.iterate_dual)
+        np.testing.assert_array_equal(ca.w, cb.w)
+
+
+def test_a_client_whose_running_mean_misses_a_point_makes_the_server_search_the_segment(
+        grid):
+    """A client whose mean of the margins does not hold the server's points (it lost
+    its state) sends a 0 beside its sums: the server searches x_t's segment alone, and
+    the certified point is what it claims; the mean is searched again once the client's
+    holds the server's (two doubling epochs later)."""
+    s = outer_loop(iic=0.5, prox_rounds=3)
+    run = HyFDCARun(grid, s, seed=3)
+    point, offered = None, {}
+    for round_ in range(1, 17):
+        run.step()
+        if round_ == 5:
+            run.clients[4]._margin_mean = None
+        iterate = (run.server.prox_last_w if round_ % 3 == 0 else run.server.w).copy()
+        cert = run.certificate()
+        offered[round_] = iterate
+        # the client's mean is short of rounds 4 and 5 until round 16's epoch drops them
+        mean = window_mean(offered, round_) if round_ < 5 or round_ >= 16 else None
+        assert cert.primal == pytest.approx(
+            best_on_triangle(grid, point, iterate, mean), abs=1e-7)
+        assert cert.primal == pytest.approx(pooled_primal(grid, cert.w), abs=1e-7)
+        point = cert.w
+
+
+def test_the_running_mean_keeps_the_points_since_the_epoch_before_the_last():
+    """Rounds 2^e..2^(e+1) - 1 are epoch e; the mean after round t holds the points of
+    epochs e - 1 and e (round 0 joins none, and an epoch without a point drops both)."""
+    assert [mean_epoch(t) for t in (0, 1, 2, 3, 4, 7, 8, 1023, 1024)] == [
+        -1, 0, 1, 1, 2, 2, 3, 9, 10]
+    mean = with_point(None, np.array([100.0]), mean_epoch(0))
+    assert mean is None
+    for t in range(1, 9):
+        mean = with_point(mean, np.array([float(t)]), mean_epoch(t))
+        assert mean.value()[0] == np.mean(range(2 ** (mean_epoch(t) - 1) if t > 1 else 1,
+                                                 t + 1))
+    assert mean.size == 5  # rounds 4-8
+    later = with_point(mean, np.array([40.0]), mean_epoch(40))  # epochs 4 and 5 skipped
+    assert later.size == 1 and later.value()[0] == 40.0
+
+
+def test_the_running_mean_needs_the_triangle():
+    with pytest.raises(ValueError, match="certify_running_mean searches the triangle .* "
+                                         "needs certify_two_iterates=True"):
+        HyFDCASettings.from_variant("auto", lam=LAM, certify_two_iterates=False,
+                                    certify_running_mean=True)
+    assert not HyFDCASettings.from_variant("auto", lam=LAM,
+                                           certify_two_iterates=False).certify_running_mean
+    for fraction in (0.9, 0.5, 0.1):
+        assert not HyFDCASettings.from_variant("auto", participation="fraction",
+                                               fraction=fraction).certify_running_mean
 
 
 @pytest.mark.parametrize("engine", [HyFDCARun, BatchedHyFDCA])
@@ -277,6 +378,21 @@ def test_a_checkpoint_keeps_the_iterate_the_next_certificate_searches(grid, tmp_
     restored.step()
     a, b = run.certificate(), restored.certificate()
     assert (a.primal, a.dual, a.iterate_primal) == (b.primal, b.dual, b.iterate_primal)
+
+
+@pytest.mark.parametrize("engine", [HyFDCARun, BatchedHyFDCA])
+def test_a_checkpoint_keeps_the_running_mean(grid, tmp_path, engine):
+    """A run restored from a checkpoint written between certificates every round
+    certifies what the uninterrupted run certifies (the server's running mean of the
+    points and the clients' of the margins are saved)."""
+    s = outer_loop(iic=0.5, prox_rounds=3)
+    run = engine(grid, s, seed=3)
+    certificates(run, 5, every=1)
+    state = run.server if engine is HyFDCARun else run
+    assert state.point_mean.size == 4  # rounds 2-5
+    restored = restored_from_checkpoint(run, engine, grid, s, tmp_path)
+    for a, b in zip(certificates(run, 4, every=1), certificates(restored, 4, every=1)):
+        assert (a.primal, a.dual, a.iterate_primal) == (b.primal, b.dual, b.iterate_primal)
 
 
 def test_a_batched_checkpoint_without_kept_iterates_loads_with_none_kept(grid, tmp_path):
