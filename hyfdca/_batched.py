@@ -549,6 +549,9 @@ class BatchedHyFDCA:
         elif x_mean is not None:  # the clients' means of their margins: no inner product
             x_previous, z_previous = x_mean, margin_mean.value()
         self._check("a margin")
+        # the means take the point once the clients hold its margins, as in the message
+        # protocol, whether or not the certificate completes
+        self.point_mean, self.margin_mean = point_mean, margin_mean
         layout = sums_layout(x_previous is not None)
         sums = np.empty((layout.size, self.n_clients))
         kern.certificate_sums(B, P, eval_alpha, z, z_previous, x_previous is not None,
@@ -566,7 +569,6 @@ class BatchedHyFDCA:
                             lam=s.lam, frac_bits=self.frac_bits, n_clients=self.n_clients,
                             max_sq_norm=self.max_sq_norm, round_=self.round)
         self.kept_iterates = kept
-        self.point_mean, self.margin_mean = point_mean, margin_mean
         self.point_z[:] = next_point_values(step, line_point(line, z, z_previous),
                                             self.point_z)
         self.point_w[:] = point_w

@@ -460,6 +460,9 @@ class HyFDCARun:
                            lambda k: server.eval_message(k, margins, previous_margins,
                                                          everyone, tag, epoch, mean_size),
                            lambda k, reply: shares.__setitem__(k, reply.shares))
+            # the clients' means took z: the server's takes x_t whether or not the
+            # certificate completes (a client that missed it holds fewer points and says so)
+            server.point_mean = point_mean
             if x_mean is not None:  # the clients' means of their margins: no inner product
                 x_previous = x_mean
         totals = masked_total(shares.items(), everyone, self.frac_bits,
@@ -477,6 +480,6 @@ class HyFDCARun:
                             lam=lam, frac_bits=self.frac_bits,
                             n_clients=self.layout.n_clients, max_sq_norm=self.max_sq_norm,
                             round_=self.round)
-        server.kept_iterates, server.point_mean = kept, point_mean
+        server.kept_iterates = kept
         server.commit_point(line, step, point_w, dual_step, dual_point_w)
         return Certificate(primal, dual, point_w.copy(), iterate, iterate_dual)

@@ -297,6 +297,35 @@ def test_a_client_whose_running_mean_misses_a_point_makes_the_server_search_the_
         point = cert.w
 
 
+def test_a_failed_certificate_leaves_the_running_means_consistent(grid, monkeypatch):
+    """A certificate whose check fails after the clients answered leaves the server's
+    mean of the points and the clients' of the margins holding the same points: the
+    next certificate searches the mean (every client says it holds it), in both engines
+    with the same bits."""
+    s = outer_loop(iic=0.5, prox_rounds=5)
+    runs = {"protocol": HyFDCARun(grid, s, seed=3), "batched": BatchedHyFDCA(grid, s, seed=3)}
+    after = {}
+    for name, run in runs.items():
+        certificates(run, 3, every=1)
+        run.step()
+        module = _protocol if name == "protocol" else _batched
+
+        def fails(*args, **kwargs):
+            raise CertificateError("forced")
+
+        with monkeypatch.context() as patch:
+            patch.setattr(module, "checked_certificate", fails)
+            with pytest.raises(CertificateError, match="forced"):
+                run.certificate()
+        state = run.server if name == "protocol" else run
+        assert state.point_mean.size == 3  # rounds 2-4
+        if name == "protocol":
+            assert {c._margin_mean.size for c in run.clients} == {3}
+        after[name] = certificates(run, 3, every=1)
+    for ca, cb in zip(after["protocol"], after["batched"]):
+        assert (ca.primal, ca.dual, ca.iterate_primal) == (cb.primal, cb.dual, cb.iterate_primal)
+
+
 def test_the_running_mean_keeps_the_points_since_the_epoch_before_the_last():
     """Rounds 2^e..2^(e+1) - 1 are epoch e; the mean after round t holds the points of
     epochs e - 1 and e (round 0 joins none, and an epoch without a point drops both)."""
