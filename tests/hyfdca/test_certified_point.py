@@ -542,6 +542,47 @@ def test_choose_point_takes_the_best_step_and_the_larger_on_ties():
     assert choose_point(1.0, w, w_point, bad)[0] == 1.0 / 32
 
 
+def every_step_point(lam, w, w_point, loss_sums):
+    """choose_point as it was: P computed directly at every step (the reference)."""
+    iterate = 0.5 * lam * float(w @ w) + float(loss_sums[-1])
+    points = [w_point, *(c * w + (1.0 - c) * w_point for c in POINT_STEPS[1:-1]), w]
+    primals = np.array([0.5 * lam * float(v @ v) + float(loss)
+                        for v, loss in zip(points, loss_sums)])
+    finite = np.where(np.isfinite(primals), primals, np.inf)
+    j = POINT_STEPS.size - 1 - int(np.argmin(finite[::-1]))
+    if not np.isfinite(finite[j]):
+        return 1.0, iterate, w, iterate
+    return float(POINT_STEPS[j]), float(primals[j]), points[j], iterate
+
+
+@pytest.mark.parametrize("d", [3, 1000, 200_000])
+def test_choose_point_screens_and_chooses_what_every_step_chooses(d):
+    """choose_point computes P directly only at the steps its three-inner-product screen
+    leaves (``near_minimum``) and chooses the same step, P and point, bit for bit, as
+    computing it at every step: random points, a convex loss, losses that make the
+    steps tie to within rounding (or exactly), a non-finite loss."""
+    rng = np.random.default_rng(d)
+    for trial in range(60):
+        lam = 10.0 ** rng.uniform(-6, 0)
+        w, w_point = rng.normal(size=d) * rng.uniform(0.1, 10), rng.normal(size=d)
+        kind = trial % 4
+        regulariser = np.array([0.5 * lam * float(v @ v) for v in
+                                (c * w + (1.0 - c) * w_point for c in POINT_STEPS)])
+        if kind == 0:  # a convex loss along the segment
+            loss = rng.uniform(0, 1) * (POINT_STEPS - rng.uniform(0, 1)) ** 2
+        elif kind == 1:  # P equal at every step but for rounding
+            loss = 1.0 - regulariser + rng.normal(size=POINT_STEPS.size) * 1e-16
+        elif kind == 2:  # exactly flat P where the values allow it
+            loss = 5.0 - regulariser
+        else:  # one step not finite
+            loss = rng.uniform(0, 1, size=POINT_STEPS.size)
+            loss[rng.integers(POINT_STEPS.size)] = np.inf
+        got, want = choose_point(lam, w, w_point, loss), every_step_point(lam, w, w_point,
+                                                                           loss)
+        assert got[0] == want[0] and got[1] == want[1] and got[3] == want[3]
+        np.testing.assert_array_equal(got[2], want[2])
+
+
 def test_choose_dual_point_maximises_and_takes_the_larger_on_ties():
     w_alpha, w_point = np.array([2.0, 0.0]), np.array([0.0, 0.0])
     # conjugate sums linear in t (the hinge): D(t) = 2 t - 2 t^2, best at t = 1/2
