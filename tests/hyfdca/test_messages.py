@@ -56,6 +56,7 @@ def _examples(keys):
         msg.PrimalUpdate(w, w, None, None),
         msg.EvalRequest(enc, None, np.arange(4), "certificate-2", 1.0, 0.40625, 0.71875, 3),
         msg.EvalRequest(enc, enc, np.arange(4), "certificate-4", 0.625, 0.5, 1.0, 4),
+        msg.EvalRequest(enc, None, np.arange(4), "certificate-5", 0.75, 0.5, 1.0, 5, 2, 3),
         msg.EvalShares(rng.integers(0, 2**63, 2, dtype=np.uint64)),
     ]
 
