@@ -101,7 +101,8 @@ VARIANTS = {
     # its last two rounds' iterates as well, which the line search's zig-zag leaves on
     # either side of the optimum (certify_two_iterates; section 6, twenty-sixth round),
     # and where x_{t-1} was searched already (a certificate every round) the running mean
-    # of the points certificates offered (certify_running_mean; thirty-first round).
+    # of the points certificates offered (certify_running_mean; section 6, thirty-first
+    # round).
     "auto-full": dict(sigma=1.0, rho="norm", line_search=True, sampling="shared",
                       draw="permuted", aggregation="mean", iic=1.0,
                       holder_weights="norm-share", prox="auto", prox_warm_start=True,
