@@ -48,6 +48,29 @@ def test_a_2x2_mask_job_on_the_simulation_engine_gives_the_in_process_iterates(j
     assert [r["rtc"] for r in rows["rows"]] == [0] + [r["rtc"] for r in history.rounds]
 
 
+def test_certificates_every_round_at_full_participation_match_in_process(job, cancer):
+    """Auto-full with a certificate every round (its certificates search the running
+    mean, whose margins each ClientApp keeps in its session between messages, and the
+    request names the mean across the wire): the simulation's certificates and model
+    are the in-process run's, bit for bit."""
+    fed, _, folder, client_keys, server_keys = job
+    settings = HyFDCASettings.from_variant("auto", lam=0.05)
+    assert settings.certify_running_mean
+    keys, masker = flower.read_client_keys(client_keys)
+    local = HyFDCARun(fed, settings, seed=3, dealt=DealtKeys(
+        keys, flower.read_server_keys(server_keys), masker))
+    history = History()
+    train(local, history, max_rounds=4, eval_every=1)
+    assert local.server.point_mean.size == 3  # rounds 2-4: the mean was searched
+    model, rows = flower.simulate(fed, settings, folder / "every-round", seed=3,
+                                  client_keys=client_keys, server_keys=server_keys,
+                                  max_rounds=4, eval_every=1)
+    np.testing.assert_array_equal(model, local.model)
+    certified = {r["round"]: (r["primal"], r["dual"]) for r in rows["rows"]
+                 if r["primal"] is not None}
+    assert certified == {t: (e["primal"], e["dual"]) for t, e in history.evaluations.items()}
+
+
 def recording_niceness(folder):
     """A Flower mod that writes the niceness of the process running each ClientApp
     message to ``folder``/<pid>."""
