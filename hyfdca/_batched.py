@@ -41,8 +41,9 @@ from hyfdca._batched_layout import (Blocks, Draws, Duals, Params, RoundArrays, S
 from hyfdca._certificate import (Certificate, RunningMean, certified_problem,
                                   checked_certificate, choose_dual_point,
                                   choose_triangle_point, kept_iterates, larger_l1,
-                                  line_point, mean_epoch, next_point_values, offered_mean,
-                                  offered_points, prox_iterate, sums_layout, with_point)
+                                  line_point, next_point_values, offered_points,
+                                  prox_iterate, sums_layout, with_offered_point,
+                                  with_point)
 from hyfdca._checkpoint import CheckpointError
 from hyfdca._draws import sample_units, stream_key
 from hyfdca._encoding_range import check_encoding_range
@@ -532,9 +533,8 @@ class BatchedHyFDCA:
         kappa, centre = certified_problem(s, self.solved_problem, self.rounds_problem())
         x, x_previous, kept = offered_points(s, prox_iterate(s.lam, kappa, w_alpha, centre),
                                              self.kept_iterates)
-        epoch = mean_epoch(self.round) if s.certify_running_mean else -1
-        point_mean = with_point(self.point_mean, x, epoch)
-        x_mean = offered_mean(s, point_mean) if x_previous is None else None
+        epoch, point_mean, x_mean = with_offered_point(s, self.point_mean, x, self.round,
+                                                       x_previous is not None)
         self._record_certificate_cost(with_previous=x_previous is not None)
         margin_parts = (np.empty(n_hold, dtype=np.int64),
                         np.empty(self.n_samples, dtype=np.int64))

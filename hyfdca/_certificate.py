@@ -186,6 +186,17 @@ def with_point(mean, values, epoch):
     return RunningMean(epoch, 0, None, 1, values.copy())
 
 
+def with_offered_point(settings, mean, x, round_, has_previous):
+    """(epoch, mean, x_bar) of a certificate after round ``round_`` offering ``x``: the
+    doubling epoch its margins join the clients' means in (-1: none, the rule off), the
+    server's ``mean`` with x (:func:`with_point`), and where the certificate has no
+    x_{t-1} (``has_previous`` False) the mean it searches in its place
+    (:func:`offered_mean`; else None). Both engines call it."""
+    epoch = mean_epoch(round_) if settings.certify_running_mean else -1
+    mean = with_point(mean, x, epoch)
+    return epoch, mean, None if has_previous else offered_mean(settings, mean)
+
+
 def offered_mean(settings, mean):
     """The running mean x_bar of the points certificates offered, this one's x_t
     included, which a certificate without x_{t-1} searches in its place (the triangle of
@@ -241,8 +252,10 @@ def choose_point(lam, w, w_point, loss_sums):
         return w_point if j == 0 else w if j == last else (
             POINT_STEPS[j] * w + (1.0 - POINT_STEPS[j]) * w_point)
 
+    points = {}
+
     def primal(j):
-        v = point(j)
+        v = points[j] = point(j)
         return 0.5 * lam * float(v @ v) + float(loss_sums[j])
 
     primals = np.full(POINT_STEPS.size, np.inf)
@@ -254,7 +267,7 @@ def choose_point(lam, w, w_point, loss_sums):
     j = last - int(np.argmin(finite[::-1]))
     if not np.isfinite(finite[j]):
         return 1.0, iterate, w, iterate
-    return float(POINT_STEPS[j]), float(primals[j]), point(j), iterate
+    return float(POINT_STEPS[j]), float(primals[j]), points[j], iterate
 
 
 def near_minimum(lam, w, w_point, loss_sums):

@@ -38,8 +38,8 @@ from crypto import DealtKeys, deal_keys, masked_total
 from feddata import Participation
 from hyfdca import _messages as msg
 from hyfdca._certificate import (Certificate, certified_problem, checked_certificate,
-                                  larger_l1, mean_epoch, offered_mean, offered_points,
-                                  prox_iterate, sums_layout, with_point)
+                                  larger_l1, offered_points, prox_iterate, sums_layout,
+                                  with_offered_point)
 from hyfdca._checkpoint import CheckpointError, pickled, unpickled
 from hyfdca._encoding_range import (LANE_BITS, check_encoding_range, check_slot_capacity,
                                     packing_options)
@@ -449,9 +449,8 @@ class HyFDCARun:
             x, x_previous, kept = offered_points(
                 self.settings, prox_iterate(self.settings.lam, kappa, w_alpha, centre),
                 server.kept_iterates)
-            epoch = mean_epoch(self.round) if self.settings.certify_running_mean else -1
-            point_mean = with_point(server.point_mean, x, epoch)
-            x_mean = offered_mean(self.settings, point_mean) if x_previous is None else None
+            epoch, point_mean, x_mean = with_offered_point(
+                self.settings, server.point_mean, x, self.round, x_previous is not None)
             mean_size = 0 if x_mean is None else point_mean.size
             margins = self._certificate_margins(everyone, x)
             previous_margins = (None if x_previous is None

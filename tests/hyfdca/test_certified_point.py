@@ -117,7 +117,8 @@ def outer_loop(prox_rounds=2, **fields):
                                        prox_warm_start=False, **fields)
 
 
-@pytest.mark.parametrize("field", ["certify_outer_iterate", "certify_two_iterates"])
+@pytest.mark.parametrize("field", ["certify_outer_iterate", "certify_two_iterates",
+                                   "certify_running_mean"])
 def test_auto_full_certifies_so_and_the_partial_presets_do_not(field):
     assert getattr(HyFDCASettings.from_variant("auto"), field)
     for fraction in (0.9, 0.5, 0.1):
@@ -297,6 +298,19 @@ def test_a_client_whose_running_mean_misses_a_point_makes_the_server_search_the_
         point = cert.w
 
 
+def fail_a_certificate(run, monkeypatch):
+    """A certificate of ``run`` whose check fails after the exchange (forced)."""
+    module = _protocol if isinstance(run, HyFDCARun) else _batched
+
+    def fails(*args, **kwargs):
+        raise CertificateError("forced")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(module, "checked_certificate", fails)
+        with pytest.raises(CertificateError, match="forced"):
+            run.certificate()
+
+
 def test_a_failed_certificate_leaves_the_running_means_consistent(grid, monkeypatch):
     """A certificate whose check fails after the clients answered leaves the server's
     mean of the points and the clients' of the margins holding the same points: the
@@ -308,15 +322,7 @@ def test_a_failed_certificate_leaves_the_running_means_consistent(grid, monkeypa
     for name, run in runs.items():
         certificates(run, 3, every=1)
         run.step()
-        module = _protocol if name == "protocol" else _batched
-
-        def fails(*args, **kwargs):
-            raise CertificateError("forced")
-
-        with monkeypatch.context() as patch:
-            patch.setattr(module, "checked_certificate", fails)
-            with pytest.raises(CertificateError, match="forced"):
-                run.certificate()
+        fail_a_certificate(run, monkeypatch)
         state = run.server if name == "protocol" else run
         assert state.point_mean.size == 3  # rounds 2-4
         if name == "protocol":
@@ -349,9 +355,6 @@ def test_the_running_mean_needs_the_triangle():
                                     certify_running_mean=True)
     assert not HyFDCASettings.from_variant("auto", lam=LAM,
                                            certify_two_iterates=False).certify_running_mean
-    for fraction in (0.9, 0.5, 0.1):
-        assert not HyFDCASettings.from_variant("auto", participation="fraction",
-                                               fraction=fraction).certify_running_mean
 
 
 @pytest.mark.parametrize("engine", [HyFDCARun, BatchedHyFDCA])
@@ -366,15 +369,7 @@ def test_a_failed_certificate_keeps_the_iterates_and_a_second_offers_the_same_po
     for _ in range(3):
         clean.step()
         failing.step()
-    module = _protocol if engine is HyFDCARun else _batched
-
-    def fails(*args, **kwargs):
-        raise CertificateError("forced")
-
-    with monkeypatch.context() as patch:
-        patch.setattr(module, "checked_certificate", fails)
-        with pytest.raises(CertificateError, match="forced"):
-            failing.certificate()
+    fail_a_certificate(failing, monkeypatch)
     clean.step()
     failing.step()
     a, b, again = clean.certificate(), failing.certificate(), failing.certificate()
