@@ -15,7 +15,8 @@ docs/architecture.md.
 """
 
 from feddata import datasets, partition
-from feddata.federated import ClientBlock, FederatedDataset, Layout, block_sq_norm, make_block
+from feddata.federated import (ClientBlock, FederatedDataset, Layout, block_mean_sq,
+                                block_sq_norm, make_block)
 from feddata.history import History, local_work
 from feddata.participation import KINDS as PARTICIPATION_KINDS
 from feddata.participation import Participation
@@ -29,6 +30,7 @@ __all__ = [
     "History",
     "local_work",
     "Participation",
+    "block_mean_sq",
     "block_sq_norm",
     "datasets",
     "federated_problem",

@@ -23,6 +23,16 @@ def block_sq_norm(X):
     return float(np.dot(X.data, X.data))
 
 
+def block_mean_sq(X):
+    """|I_k| ||m_k||^2, m_k = 1^T X^k / |I_k| the mean row of one client's block, as the
+    client discloses it at set-up (0 for a block without rows)."""
+    rows = X.shape[0]
+    if rows == 0:
+        return 0.0
+    column_sums = np.asarray(X.sum(axis=0), dtype=np.float64).ravel()
+    return float(np.dot(column_sums, column_sums)) / rows
+
+
 @dataclass(frozen=True, eq=False)
 class ClientBlock:
     """One client's data: X (|I_k| x |J_k| CSR, local coordinates), I_k, J_k, labels."""
@@ -41,8 +51,10 @@ class ClientBlock:
 class Layout:
     """The public set-up information of a federated problem: who holds which samples and
     features (I_k, J_k), N, d and |C_i|. What a server may know; no data, no labels.
-    ``sq_norm_total`` = ||X||_F^2 = sum_k ||X^k||_F^2, the one statistic of the data the
-    clients disclose with their ids (for HyFDCA's ``prox="auto"``; None: not disclosed)."""
+    ``sq_norm_total`` = ||X||_F^2 = sum_k ||X^k||_F^2 and ``mean_sq_total`` = sum_k |I_k|
+    ||m_k||^2 (m_k the mean row of block k), the two statistics of the data the clients
+    disclose with their ids (for HyFDCA's ``prox="auto"`` and ``iic_coherence``; None:
+    not disclosed). :attr:`coherence` is their ratio."""
 
     n_samples: int
     n_features: int
@@ -50,9 +62,10 @@ class Layout:
     feature_ids: tuple
     holder_counts: np.ndarray
     sq_norm_total: float | None = None
+    mean_sq_total: float | None = None
 
     @classmethod
-    def from_ids(cls, sample_ids, feature_ids, sq_norm_total=None):
+    def from_ids(cls, sample_ids, feature_ids, sq_norm_total=None, mean_sq_total=None):
         """The layout of clients holding ``sample_ids[k]`` x ``feature_ids[k]`` (global
         ids, 0-based; N and d are one more than the largest id)."""
         sample_ids = tuple(np.asarray(i, dtype=np.int64) for i in sample_ids)
@@ -66,7 +79,18 @@ class Layout:
             raise ValueError(f"samples {_listing(np.flatnonzero(counts == 0))} are held by no "
                              f"client")
         return cls(n, d, sample_ids, feature_ids, counts,
-                   None if sq_norm_total is None else float(sq_norm_total))
+                   None if sq_norm_total is None else float(sq_norm_total),
+                   None if mean_sq_total is None else float(mean_sq_total))
+
+    @property
+    def coherence(self):
+        """sum_k |I_k| ||m_k||^2 / ||X||_F^2: for one block holding every row, ||mean
+        row||^2 / mean_i q_i, in [0, 1] (0: rows whose mean is 0, 1: equal rows); over
+        blocks, the clients' own rows stand in for the pooled mean, without the cross
+        terms no client can compute alone. None where a statistic was not disclosed."""
+        if self.sq_norm_total is None or self.mean_sq_total is None:
+            return None
+        return self.mean_sq_total / self.sq_norm_total if self.sq_norm_total > 0 else 0.0
 
     @property
     def n_clients(self):
@@ -212,7 +236,8 @@ class FederatedDataset:
         return Layout(self.n_samples, self.n_features,
                       tuple(b.sample_ids for b in self.blocks),
                       tuple(b.feature_ids for b in self.blocks), self.holder_counts,
-                      sum(block_sq_norm(b.X) for b in self.blocks))
+                      sum(block_sq_norm(b.X) for b in self.blocks),
+                      sum(block_mean_sq(b.X) for b in self.blocks))
 
     def reassemble(self):
         """(X, y) pooled again: X = sum_k X^k as canonical CSR (int32 indices)."""

@@ -23,6 +23,14 @@ from solvers import CLASSIFICATION_LOSSES, LOSS_CODES, loss_code, loss_value
 # (dataclasses.replace) keep the iic resolved at the lam they were made with.
 AUTO_PARTIAL_IIC, AUTO_PARTIAL_LAM = 0.03, 1e-4
 IIC_LAM_POWER, FALLBACK_LAM_POWER = 0.5, -0.5
+# The drift above grows with the data's coherence c (feddata.Layout.coherence, ||mean
+# row||^2 / mean q_i): the lam scaling was calibrated on a9a (c = 0.447). With
+# iic_coherence (auto-partial), bind() raises the iic of data less coherent than
+# COHERENCE_REF by (COHERENCE_REF / c) ** IIC_LAM_POWER, at most up to undoing the lam
+# scaling: iic = AUTO_PARTIAL_IIC min(1, (lam / AUTO_PARTIAL_LAM) max(1, COHERENCE_REF /
+# c)) ** IIC_LAM_POWER, so nothing changes at lam >= AUTO_PARTIAL_LAM or c >=
+# COHERENCE_REF (docs/algorithm.md section 6, thirty-second round).
+COHERENCE_REF = 0.4
 IIC_LAM_SCALED = ("auto-partial", "capped-line-search")  # the presets _preset_values scales
 # prox="auto": mu = lam + kappa is the mean q_i / N (the rounds' problem conditioned as
 # SDCA likes it), but at most prox_cap lam (default PROX_CAP): the certificate's dual is
@@ -112,7 +120,7 @@ VARIANTS = {
     # _preset_values)
     "auto-partial": dict(sigma="safe", rho="norm", line_search=False, sampling="shared",
                          draw="permuted", aggregation="mean", iic=AUTO_PARTIAL_IIC, min_H=10,
-                         holder_weights="norm-share"),
+                         holder_weights="norm-share", iic_coherence=True),
     # Issue 14's prototype without its rollback: rho, and the line search kept on with
     # its curvature scaled by the absent holders' share of the moved rows' norms. "auto"
     # when most clients take part (fraction >= AUTO_SCALED_FRACTION): there auto-partial,
@@ -210,6 +218,10 @@ class HyFDCASettings:
     the running mean of the points certificates offered since the doubling epoch before
     the last (``_certificate.offered_mean``; each client keeps the mean of its margins:
     no more round trips or encryptions).
+    ``iic_coherence``: :meth:`bind` multiplies iic by min(max(1, AUTO_PARTIAL_LAM / lam),
+    max(1, COHERENCE_REF / c)) ** IIC_LAM_POWER (c the layout's coherence; 1 where the
+    layout lacks it) and sets the flag to False, so bound settings hold the iic the
+    rounds use (a preset's falls to False where iic or H is given).
     """
 
     loss: str = "hinge"
@@ -242,6 +254,7 @@ class HyFDCASettings:
     certify_outer_iterate: bool = False
     certify_two_iterates: bool = False
     certify_running_mean: bool = False
+    iic_coherence: bool = False
     # fields given explicitly to from_variant (kept when bind() re-resolves "auto")
     overridden: tuple = ()
     # filled in by bind(); read through lam_n and sigma_bound, which refuse unbound settings
@@ -284,6 +297,8 @@ class HyFDCASettings:
             settings = replace(settings, certify_two_iterates=False)
         if "certify_running_mean" not in overrides and not settings.certify_two_iterates:
             settings = replace(settings, certify_running_mean=False)
+        if "iic_coherence" not in overrides and ("iic" in overrides or "H" in overrides):
+            settings = replace(settings, iic_coherence=False)
         settings.validate()
         return settings
 
@@ -352,6 +367,10 @@ class HyFDCASettings:
             (not self.certify_running_mean or self.certify_two_iterates,
              "certify_running_mean searches the triangle in place of x_{t-1}: it needs "
              "certify_two_iterates=True"),
+            (self.iic_coherence in (True, False),
+             f"iic_coherence must be True or False, got {self.iic_coherence!r}"),
+            (not self.iic_coherence or self.iic is not None,
+             "iic_coherence scales iic: it needs iic, not H"),
             (not self.prox_adapt or self.loss in CLASSIFICATION_LOSSES,
              "prox_adapt compares the dual with P(0) = l(0), which the server knows for "
              f"the classification losses {CLASSIFICATION_LOSSES} only, not {self.loss!r}"),
@@ -392,7 +411,17 @@ class HyFDCASettings:
         if rounds == "auto":
             rounds = STRONG_PROX_ROUNDS if strong else WEAK_PROX_ROUNDS
         return replace(self, n_samples=layout.n_samples, sigma_value=float(sigma),
-                       prox=kappa, second_inner_product=bool(phase_e), prox_rounds=rounds)
+                       prox=kappa, second_inner_product=bool(phase_e), prox_rounds=rounds,
+                       iic=self._iic_on(layout), iic_coherence=False)
+
+    def _iic_on(self, layout):
+        """iic as the rounds use it: raised for data less coherent than COHERENCE_REF
+        under ``iic_coherence`` (at most by the lam scaling's inverse), else as it is."""
+        if not self.iic_coherence or layout.coherence is None:
+            return self.iic
+        raise_by = min(1.0 / _lam_factor(self.lam, 1.0),
+                       max(1.0, COHERENCE_REF / max(layout.coherence, 1e-300)))
+        return self.iic * raise_by ** IIC_LAM_POWER
 
     def _prox_on(self, layout):
         """kappa as a number: ``prox`` resolved on the layout where it is "auto" or

@@ -20,7 +20,7 @@ from functools import lru_cache, partial
 from flwr.app import ConfigRecord, Message, RecordDict
 from flwr.clientapp import ClientApp
 
-from feddata import block_sq_norm
+from feddata import block_mean_sq, block_sq_norm
 from hyfdca._checkpoint import array_bytes
 from hyfdca._client import Client
 from hyfdca._messages import PredictRequest
@@ -93,14 +93,15 @@ def _keys(path):
 
 
 def describe(message, context, defaults):
-    """Who this node is: its client id, its I_k, J_k and ||X^k||_F^2 (public set-up
-    information, ``feddata.Layout``)."""
+    """Who this node is: its client id, its I_k, J_k, ||X^k||_F^2 and |I_k| ||m_k||^2
+    (public set-up information, ``feddata.Layout``)."""
     k, data, _ = _identity(context, defaults)
     block = _block(data)
     return Message(RecordDict({RECORD: ConfigRecord({
         "client": k, "sample_ids": array_bytes(block.sample_ids),
         "feature_ids": array_bytes(block.feature_ids),
-        "sq_norm": block_sq_norm(block.X)})}), reply_to=message)
+        "sq_norm": block_sq_norm(block.X), "mean_sq": block_mean_sq(block.X)})}),
+        reply_to=message)
 
 
 def configure(message, context, defaults):

@@ -65,7 +65,8 @@ def connect(grid, config):
     order = np.argsort(ids)
     layout = Layout.from_ids([bytes_array(described[i]["sample_ids"]) for i in order],
                              [bytes_array(described[i]["feature_ids"]) for i in order],
-                             sum(float(described[i]["sq_norm"]) for i in order))
+                             sum(float(described[i]["sq_norm"]) for i in order),
+                             sum(float(described[i]["mean_sq"]) for i in order))
     return layout, [nodes[i] for i in order]
 
 

@@ -270,6 +270,76 @@ def test_auto_partial_scales_its_local_work_with_the_square_root_of_lam(small):
                                        fraction=0.3, iic=0.02).iic == 0.02
 
 
+def test_layout_coherence_is_the_mean_rows_norm_over_the_mean_row_norm(small):
+    """Layout.coherence = sum_k |I_k| ||m_k||^2 / ||X||_F^2: for one block ||mean row||^2 /
+    mean q_i; on a grid the sample groups' own mean rows stand in for the pooled one; None
+    where a client did not disclose it."""
+    from feddata import Layout, block_mean_sq
+
+    X, y = small
+    one = P.horizontal(X, y, 1).layout()
+    q = np.sum(X * X, axis=1)
+    assert one.coherence == pytest.approx(float(np.sum(X.mean(axis=0) ** 2)) / q.mean(),
+                                          rel=1e-12)
+    grid = P.hybrid_grid(X, y, 3, 3)
+    groups = [ids for ids in {tuple(b.sample_ids) for b in grid.blocks}]
+    expected = sum(len(ids) * float(np.sum(X[list(ids)].mean(axis=0) ** 2)) for ids in groups)
+    assert grid.layout().mean_sq_total == pytest.approx(expected, rel=1e-12)
+    assert grid.layout().mean_sq_total == sum(block_mean_sq(b.X) for b in grid.blocks)
+    assert 0 < grid.layout().coherence < 1
+    bare = Layout.from_ids([b.sample_ids for b in grid.blocks],
+                           [b.feature_ids for b in grid.blocks], grid.layout().sq_norm_total)
+    assert bare.coherence is None
+
+
+def test_auto_partial_raises_its_local_work_on_data_less_coherent_than_a9a(small):
+    """iic_coherence (auto-partial): bind() multiplies iic by min(1e-4 / lam, max(1, 0.4 /
+    c)) ** 0.5, c the layout's coherence, and clears the flag, so binding again keeps it;
+    coherent data (c >= 0.4), lam >= 1e-4, a layout without the statistic and an explicit
+    iic or H keep the iic of from_variant bit for bit; the capped line search has no such
+    rule."""
+    from feddata import Layout
+    from hyfdca._settings import COHERENCE_REF
+
+    X, y = small
+    incoherent = P.hybrid_grid(X, y, 3, 3)
+    coherent = P.hybrid_grid(np.abs(X) + 3.0, y, 3, 3)
+    c = incoherent.layout().coherence
+    assert c < COHERENCE_REF / 10 and coherent.layout().coherence > COHERENCE_REF
+
+    def settings(lam, **fields):
+        return HyFDCASettings.from_variant("auto", lam=lam, participation="fraction",
+                                           fraction=0.3, **fields)
+
+    for lam in (1e-5, 1e-6, 3e-5):
+        unbound = settings(lam)
+        assert unbound.iic_coherence
+        bound = unbound.bind(incoherent)
+        raise_by = min(1e-4 / lam, COHERENCE_REF / c)
+        assert bound.iic == pytest.approx(0.03 * min(1.0, lam / 1e-4) ** 0.5 * raise_by ** 0.5,
+                                          rel=1e-12)
+        assert bound.iic > unbound.iic and not bound.iic_coherence
+        assert bound.bind(incoherent).iic == bound.iic
+        assert settings(lam).bind(coherent).iic == unbound.iic
+    assert settings(1e-5).bind(incoherent).iic == pytest.approx(0.03)  # the lam 1e-4 value
+    assert settings(1e-4).bind(incoherent).iic == settings(1e-3).bind(incoherent).iic == 0.03
+    bare = Layout.from_ids([b.sample_ids for b in incoherent.blocks],
+                           [b.feature_ids for b in incoherent.blocks],
+                           incoherent.layout().sq_norm_total)
+    assert settings(1e-5).bind(bare).iic == settings(1e-5).iic
+    assert settings(1e-5, iic=0.02).bind(incoherent).iic == 0.02
+    assert settings(1e-5, H=7).bind(incoherent).inner_steps(1000) == 7
+    assert not settings(1e-5, iic=0.02).iic_coherence
+    assert settings(1e-5, iic=0.02, iic_coherence=True).bind(incoherent).iic > 0.02
+    capped = HyFDCASettings.from_variant("auto", lam=1e-5, participation="fraction",
+                                         fraction=0.5)
+    assert not capped.iic_coherence and capped.bind(incoherent).iic == capped.iic
+    with pytest.raises(ValueError, match="iic_coherence must be"):
+        settings(1e-5, iic_coherence="yes")
+    with pytest.raises(ValueError, match="iic_coherence scales iic"):
+        settings(1e-5, H=7, iic_coherence=True)
+
+
 def test_the_capped_line_search_scales_its_local_work_as_auto_partial():
     """capped-line-search: the scaled line search with g <= 0.3 and iic 0.3 at lam >= 1e-4,
     scaled below as auto-partial's (by the square root of lam / 1e-4); the scaled line
