@@ -71,6 +71,27 @@ def test_certificates_every_round_at_full_participation_match_in_process(job, ca
     assert certified == {t: (e["primal"], e["dual"]) for t, e in history.evaluations.items()}
 
 
+def test_an_auto_partial_job_whose_local_work_follows_the_disclosed_coherence(job):
+    """auto-partial below lam 1e-4 sets its iic from the coherence the SuperNodes disclose
+    when the server asks who they are: the simulation's model is the in-process run's
+    (bound on the dataset's own layout), bit for bit, and that iic is raised (min_H 1,
+    so that the raise changes H on these small clients)."""
+    fed, _, folder, client_keys, server_keys = job
+    settings = HyFDCASettings.from_variant("auto", lam=1e-5, participation="fraction",
+                                           fraction=0.3, min_H=1)
+    n_local = fed.blocks[0].X.shape[0]
+    assert settings.iic_coherence and settings.bind(fed).inner_steps(n_local) > max(
+        1, round(settings.iic * n_local))
+    keys, masker = flower.read_client_keys(client_keys)
+    local = HyFDCARun(fed, settings, seed=3, dealt=DealtKeys(
+        keys, flower.read_server_keys(server_keys), masker))
+    train(local, History(), max_rounds=4, eval_every=2)
+    model, _ = flower.simulate(fed, settings, folder / "coherence", seed=3,
+                               client_keys=client_keys, server_keys=server_keys,
+                               max_rounds=4, eval_every=2)
+    np.testing.assert_array_equal(model, local.model)
+
+
 def recording_niceness(folder):
     """A Flower mod that writes the niceness of the process running each ClientApp
     message to ``folder``/<pid>."""
