@@ -25,10 +25,15 @@ def block_sq_norm(X):
 
 def block_mean_sq(X):
     """|I_k| ||m_k||^2, m_k = 1^T X^k / |I_k| the mean row of one client's block, as the
-    client discloses it at set-up (0 for a block without rows)."""
+    client discloses it at set-up (0 for a block without rows). For non-negative data
+    |I_k| ||m_k||^2 = (1 / |I_k|) sum_{i,j} x_i . x_j, every term >= 0; with a negative
+    entry the terms can cancel, so the block reports the bound ||X^k||_F^2 >= |I_k|
+    ||m_k||^2 instead (coherence 1: the most coherent data, the least local work)."""
     rows = X.shape[0]
     if rows == 0:
         return 0.0
+    if X.nnz and X.data.min() < 0:
+        return block_sq_norm(X)
     column_sums = np.asarray(X.sum(axis=0), dtype=np.float64).ravel()
     return float(np.dot(column_sums, column_sums)) / rows
 
@@ -52,7 +57,7 @@ class Layout:
     """The public set-up information of a federated problem: who holds which samples and
     features (I_k, J_k), N, d and |C_i|. What a server may know; no data, no labels.
     ``sq_norm_total`` = ||X||_F^2 = sum_k ||X^k||_F^2 and ``mean_sq_total`` = sum_k |I_k|
-    ||m_k||^2 (m_k the mean row of block k), the two statistics of the data the clients
+    ||m_k||^2 (m_k the mean row of block k; ``block_mean_sq``), the two statistics of the data the clients
     disclose with their ids (for HyFDCA's ``prox="auto"`` and ``iic_coherence``; None:
     not disclosed). :attr:`coherence` is their ratio."""
 
@@ -84,10 +89,12 @@ class Layout:
 
     @property
     def coherence(self):
-        """sum_k |I_k| ||m_k||^2 / ||X||_F^2: for one block holding every row, ||mean
-        row||^2 / mean_i q_i, in [0, 1] (0: rows whose mean is 0, 1: equal rows); over
-        blocks, the clients' own rows stand in for the pooled mean, without the cross
-        terms no client can compute alone. None where a statistic was not disclosed."""
+        """sum_k |I_k| ||m_k||^2 / ||X||_F^2 in [0, 1]: for one non-negative block
+        holding every row, ||mean row||^2 / mean_i q_i = mean_{i,j} x_i . x_j / mean_i
+        q_i (0: rows that share no feature, 1: equal rows); a block with a negative entry
+        counts as 1 (``block_mean_sq``); over blocks, the clients' own rows stand in for
+        the pooled mean, without the cross terms no client can compute alone. None
+        where a statistic was not disclosed."""
         if self.sq_norm_total is None or self.mean_sq_total is None:
             return None
         return self.mean_sq_total / self.sq_norm_total if self.sq_norm_total > 0 else 0.0

@@ -3,6 +3,7 @@ iterates bit for bit; the server loads only public keys."""
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 
 from crypto import DealtKeys, KeyHolder, SecureSum
 from feddata import History
@@ -74,9 +75,14 @@ def test_certificates_every_round_at_full_participation_match_in_process(job, ca
 def test_an_auto_partial_job_whose_local_work_follows_the_disclosed_coherence(job):
     """auto-partial below lam 1e-4 sets its iic from the coherence the SuperNodes disclose
     when the server asks who they are: the simulation's model is the in-process run's
-    (bound on the dataset's own layout), bit for bit, and that iic is raised (min_H 1,
-    so that the raise changes H on these small clients)."""
-    fed, _, folder, client_keys, server_keys = job
+    (bound on the dataset's own layout) and so are its certificates, bit for bit (the
+    dual moves with H even where the certified point is still 0), and that iic is raised
+    (min_H 1, so that the raise changes H on these small clients)."""
+    _, _, folder, client_keys, server_keys = job
+    rng = np.random.default_rng(5)  # sparse non-negative rows: coherence about 0.02
+    X = (sp.random(200, 60, density=0.03, random_state=rng, format="csr")
+         + sp.eye(200, 60, format="csr")).tocsr()
+    fed = P.hybrid_grid(X, np.where(rng.random(200) < 0.5, 1.0, -1.0), 2, 2)
     settings = HyFDCASettings.from_variant("auto", lam=1e-5, participation="fraction",
                                            fraction=0.3, min_H=1)
     n_local = fed.blocks[0].X.shape[0]
@@ -85,11 +91,15 @@ def test_an_auto_partial_job_whose_local_work_follows_the_disclosed_coherence(jo
     keys, masker = flower.read_client_keys(client_keys)
     local = HyFDCARun(fed, settings, seed=3, dealt=DealtKeys(
         keys, flower.read_server_keys(server_keys), masker))
-    train(local, History(), max_rounds=4, eval_every=2)
-    model, _ = flower.simulate(fed, settings, folder / "coherence", seed=3,
-                               client_keys=client_keys, server_keys=server_keys,
-                               max_rounds=4, eval_every=2)
+    history = History()
+    train(local, history, max_rounds=4, eval_every=2)
+    model, rows = flower.simulate(fed, settings, folder / "coherence", seed=3,
+                                  client_keys=client_keys, server_keys=server_keys,
+                                  max_rounds=4, eval_every=2)
     np.testing.assert_array_equal(model, local.model)
+    certified = {r["round"]: (r["primal"], r["dual"]) for r in rows["rows"]
+                 if r["primal"] is not None}
+    assert certified == {t: (e["primal"], e["dual"]) for t, e in history.evaluations.items()}
 
 
 def recording_niceness(folder):

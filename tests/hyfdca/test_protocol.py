@@ -5,6 +5,7 @@ import json
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 
 from feddata import partition as P
 from hyfdca._draws import draw_positions, sample_units
@@ -270,13 +271,22 @@ def test_auto_partial_scales_its_local_work_with_the_square_root_of_lam(small):
                                        fraction=0.3, iic=0.02).iic == 0.02
 
 
+def sparse_non_negative(n=300, d=200, density=0.02, seed=5):
+    """(X, y): sparse non-negative rows that share little direction (coherence ~0.015)."""
+    rng = np.random.default_rng(seed)
+    X = sp.random(n, d, density=density, random_state=rng, format="csr")
+    X = (X + sp.eye(n, d, format="csr")).tocsr()  # no empty row
+    return X, np.where(rng.random(n) < 0.5, 1.0, -1.0)
+
+
 def test_layout_coherence_is_the_mean_rows_norm_over_the_mean_row_norm(small):
-    """Layout.coherence = sum_k |I_k| ||m_k||^2 / ||X||_F^2: for one block ||mean row||^2 /
-    mean q_i; on a grid the sample groups' own mean rows stand in for the pooled one; None
-    where a client did not disclose it."""
+    """Layout.coherence = sum_k |I_k| ||m_k||^2 / ||X||_F^2: for one non-negative block
+    ||mean row||^2 / mean q_i; on a grid the sample groups' own mean rows stand in for the
+    pooled one; a block with a negative entry counts as coherence 1 (its pairwise inner
+    products can cancel in the mean); None where a client did not disclose it."""
     from feddata import Layout, block_mean_sq
 
-    X, y = small
+    X, y = np.abs(small[0]), small[1]
     one = P.horizontal(X, y, 1).layout()
     q = np.sum(X * X, axis=1)
     assert one.coherence == pytest.approx(float(np.sum(X.mean(axis=0) ** 2)) / q.mean(),
@@ -287,6 +297,8 @@ def test_layout_coherence_is_the_mean_rows_norm_over_the_mean_row_norm(small):
     assert grid.layout().mean_sq_total == pytest.approx(expected, rel=1e-12)
     assert grid.layout().mean_sq_total == sum(block_mean_sq(b.X) for b in grid.blocks)
     assert 0 < grid.layout().coherence < 1
+    signed = P.hybrid_grid(*small, 3, 3).layout()  # standardised: centred, signed
+    assert signed.coherence == 1.0
     bare = Layout.from_ids([b.sample_ids for b in grid.blocks],
                            [b.feature_ids for b in grid.blocks], grid.layout().sq_norm_total)
     assert bare.coherence is None
@@ -295,17 +307,18 @@ def test_layout_coherence_is_the_mean_rows_norm_over_the_mean_row_norm(small):
 def test_auto_partial_raises_its_local_work_on_data_less_coherent_than_a9a(small):
     """iic_coherence (auto-partial): bind() multiplies iic by min(1e-4 / lam, max(1, 0.4 /
     c)) ** 0.5, c the layout's coherence, and clears the flag, so binding again keeps it;
-    coherent data (c >= 0.4), lam >= 1e-4, a layout without the statistic and an explicit
-    iic or H keep the iic of from_variant bit for bit; the capped line search has no such
-    rule."""
+    coherent data (c >= 0.4; signed, standardised data count as 1), lam >= 1e-4, a
+    layout without the statistic and an explicit iic or H keep the iic of from_variant
+    bit for bit; the capped line search has no such rule."""
     from feddata import Layout
     from hyfdca._settings import COHERENCE_REF
 
-    X, y = small
-    incoherent = P.hybrid_grid(X, y, 3, 3)
-    coherent = P.hybrid_grid(np.abs(X) + 3.0, y, 3, 3)
+    incoherent = P.hybrid_grid(*sparse_non_negative(), 3, 3)
     c = incoherent.layout().coherence
-    assert c < COHERENCE_REF / 10 and coherent.layout().coherence > COHERENCE_REF
+    assert c < COHERENCE_REF / 10
+    for X, y in (small, (np.abs(small[0]) + 3.0, small[1])):
+        coherent = P.hybrid_grid(X, y, 3, 3)
+        assert coherent.layout().coherence > COHERENCE_REF
 
     def settings(lam, **fields):
         return HyFDCASettings.from_variant("auto", lam=lam, participation="fraction",
@@ -320,7 +333,8 @@ def test_auto_partial_raises_its_local_work_on_data_less_coherent_than_a9a(small
                                           rel=1e-12)
         assert bound.iic > unbound.iic and not bound.iic_coherence
         assert bound.bind(incoherent).iic == bound.iic
-        assert settings(lam).bind(coherent).iic == unbound.iic
+        for X, y in (small, (np.abs(small[0]) + 3.0, small[1])):
+            assert settings(lam).bind(P.hybrid_grid(X, y, 3, 3)).iic == unbound.iic
     assert settings(1e-5).bind(incoherent).iic == pytest.approx(0.03)  # the lam 1e-4 value
     assert settings(1e-4).bind(incoherent).iic == settings(1e-3).bind(incoherent).iic == 0.03
     bare = Layout.from_ids([b.sample_ids for b in incoherent.blocks],
