@@ -25,9 +25,8 @@ AUTO_PARTIAL_IIC, AUTO_PARTIAL_LAM = 0.03, 1e-4
 IIC_LAM_POWER, FALLBACK_LAM_POWER = 0.5, -0.5
 # The drift above grows with the data's coherence c (feddata.Layout.coherence, ||mean
 # row||^2 / mean q_i; 1 for signed data): the lam scaling was calibrated on a9a (c =
-# 0.447). With
-# iic_coherence (auto-partial), bind() raises the iic of data less coherent than
-# COHERENCE_REF by (COHERENCE_REF / c) ** IIC_LAM_POWER, at most up to undoing the lam
+# 0.447). With iic_coherence (auto-partial), bind() raises the iic of data less
+# coherent than COHERENCE_REF by (COHERENCE_REF / c) ** IIC_LAM_POWER, at most up to undoing the lam
 # scaling: iic = AUTO_PARTIAL_IIC min(1, (lam / AUTO_PARTIAL_LAM) max(1, COHERENCE_REF /
 # c)) ** IIC_LAM_POWER, so nothing changes at lam >= AUTO_PARTIAL_LAM or c >=
 # COHERENCE_REF (docs/algorithm.md section 6, thirty-second round).
