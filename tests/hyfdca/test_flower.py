@@ -24,6 +24,27 @@ def job(cancer, tmp_path_factory):
     return P.hybrid_grid(X[:200], y[:200], 2, 2), settings, folder, client_keys, server_keys
 
 
+def in_process_and_simulated(job, fed, settings, name, max_rounds, eval_every):
+    """(the in-process run, its History, the simulation's model and rows) of ``settings``
+    on ``fed`` with the job's keys, run seed 3."""
+    _, _, folder, client_keys, server_keys = job
+    keys, masker = flower.read_client_keys(client_keys)
+    local = HyFDCARun(fed, settings, seed=3, dealt=DealtKeys(
+        keys, flower.read_server_keys(server_keys), masker))
+    history = History()
+    train(local, history, max_rounds=max_rounds, eval_every=eval_every)
+    model, rows = flower.simulate(fed, settings, folder / name, seed=3,
+                                  client_keys=client_keys, server_keys=server_keys,
+                                  max_rounds=max_rounds, eval_every=eval_every)
+    return local, history, model, rows
+
+
+def assert_same_certificates(rows, history):
+    certified = {r["round"]: (r["primal"], r["dual"]) for r in rows["rows"]
+                 if r["primal"] is not None}
+    assert certified == {t: (e["primal"], e["dual"]) for t, e in history.evaluations.items()}
+
+
 def test_a_2x2_mask_job_on_the_simulation_engine_gives_the_in_process_iterates(job, cancer):
     fed, settings, folder, client_keys, server_keys = job
     job_data = cancer
@@ -43,9 +64,7 @@ def test_a_2x2_mask_job_on_the_simulation_engine_gives_the_in_process_iterates(j
     np.testing.assert_array_equal(np.load(folder / "sim" / "output" / "predictions.npy"),
                                   labels)
     np.testing.assert_allclose(margins, new.reassemble()[0] @ local.model, atol=1e-8)
-    certified = {r["round"]: (r["primal"], r["dual"]) for r in rows["rows"]
-                 if r["primal"] is not None}
-    assert certified == {t: (e["primal"], e["dual"]) for t, e in history.evaluations.items()}
+    assert_same_certificates(rows, history)
     assert [r["rtc"] for r in rows["rows"]] == [0] + [r["rtc"] for r in history.rounds]
 
 
@@ -54,22 +73,13 @@ def test_certificates_every_round_at_full_participation_match_in_process(job, ca
     mean, whose margins each ClientApp keeps in its session between messages, and the
     request names the mean across the wire): the simulation's certificates and model
     are the in-process run's, bit for bit."""
-    fed, _, folder, client_keys, server_keys = job
     settings = HyFDCASettings.from_variant("auto", lam=0.05)
     assert settings.certify_running_mean
-    keys, masker = flower.read_client_keys(client_keys)
-    local = HyFDCARun(fed, settings, seed=3, dealt=DealtKeys(
-        keys, flower.read_server_keys(server_keys), masker))
-    history = History()
-    train(local, history, max_rounds=4, eval_every=1)
+    local, history, model, rows = in_process_and_simulated(job, job[0], settings,
+                                                           "every-round", 4, 1)
     assert local.server.point_mean.size == 3  # rounds 2-4: the mean was searched
-    model, rows = flower.simulate(fed, settings, folder / "every-round", seed=3,
-                                  client_keys=client_keys, server_keys=server_keys,
-                                  max_rounds=4, eval_every=1)
     np.testing.assert_array_equal(model, local.model)
-    certified = {r["round"]: (r["primal"], r["dual"]) for r in rows["rows"]
-                 if r["primal"] is not None}
-    assert certified == {t: (e["primal"], e["dual"]) for t, e in history.evaluations.items()}
+    assert_same_certificates(rows, history)
 
 
 def test_an_auto_partial_job_whose_local_work_follows_the_disclosed_coherence(job):
@@ -78,7 +88,6 @@ def test_an_auto_partial_job_whose_local_work_follows_the_disclosed_coherence(jo
     (bound on the dataset's own layout) and so are its certificates, bit for bit (the
     dual moves with H even where the certified point is still 0), and that iic is raised
     (min_H 1, so that the raise changes H on these small clients)."""
-    _, _, folder, client_keys, server_keys = job
     rng = np.random.default_rng(5)  # sparse non-negative rows: coherence about 0.02
     X = (sp.random(200, 60, density=0.03, random_state=rng, format="csr")
          + sp.eye(200, 60, format="csr")).tocsr()
@@ -88,18 +97,10 @@ def test_an_auto_partial_job_whose_local_work_follows_the_disclosed_coherence(jo
     n_local = fed.blocks[0].X.shape[0]
     assert settings.iic_coherence and settings.bind(fed).inner_steps(n_local) > max(
         1, round(settings.iic * n_local))
-    keys, masker = flower.read_client_keys(client_keys)
-    local = HyFDCARun(fed, settings, seed=3, dealt=DealtKeys(
-        keys, flower.read_server_keys(server_keys), masker))
-    history = History()
-    train(local, history, max_rounds=4, eval_every=2)
-    model, rows = flower.simulate(fed, settings, folder / "coherence", seed=3,
-                                  client_keys=client_keys, server_keys=server_keys,
-                                  max_rounds=4, eval_every=2)
+    local, history, model, rows = in_process_and_simulated(job, fed, settings, "coherence",
+                                                           4, 2)
     np.testing.assert_array_equal(model, local.model)
-    certified = {r["round"]: (r["primal"], r["dual"]) for r in rows["rows"]
-                 if r["primal"] is not None}
-    assert certified == {t: (e["primal"], e["dual"]) for t, e in history.evaluations.items()}
+    assert_same_certificates(rows, history)
 
 
 def recording_niceness(folder):
