@@ -25,12 +25,14 @@ AUTO_PARTIAL_IIC, AUTO_PARTIAL_LAM = 0.03, 1e-4
 IIC_LAM_POWER, FALLBACK_LAM_POWER = 0.5, -0.5
 # The drift above grows with the data's coherence c (feddata.Layout.coherence, ||mean
 # row||^2 / mean q_i; 1 for signed data): the lam scaling was calibrated on a9a (c =
-# 0.447). With iic_coherence (auto-partial), bind() raises the iic of data less
-# coherent than COHERENCE_REF by (COHERENCE_REF / c) ** IIC_LAM_POWER, at most up to undoing the lam
-# scaling: iic = AUTO_PARTIAL_IIC min(1, (lam / AUTO_PARTIAL_LAM) max(1, COHERENCE_REF /
-# c)) ** IIC_LAM_POWER, so nothing changes at lam >= AUTO_PARTIAL_LAM or c >=
-# COHERENCE_REF (docs/algorithm.md section 6, thirty-second round).
+# 0.447). With iic_coherence (auto-partial), bind() raises the iic of data less coherent
+# than COHERENCE_REF by (COHERENCE_REF / c) ** IIC_LAM_POWER, at every lam, up to
+# COHERENCE_IIC_CAP: iic = min(COHERENCE_IIC_CAP, AUTO_PARTIAL_IIC ((min(1, lam /
+# AUTO_PARTIAL_LAM) max(1, COHERENCE_REF / c)) ** IIC_LAM_POWER), so nothing changes at c
+# >= COHERENCE_REF. The cap is the capped line search's iic, the largest measured safe
+# on incoherent data (docs/algorithm.md section 6, thirty-second and thirty-third rounds).
 COHERENCE_REF = 0.4
+COHERENCE_IIC_CAP = 0.3
 IIC_LAM_SCALED = ("auto-partial", "capped-line-search")  # the presets _preset_values scales
 # prox="auto": mu = lam + kappa is the mean q_i / N (the rounds' problem conditioned as
 # SDCA likes it), but at most prox_cap lam (default PROX_CAP): the certificate's dual is
@@ -218,9 +220,9 @@ class HyFDCASettings:
     the running mean of the points certificates offered since the doubling epoch before
     the last (``_certificate.offered_mean``; each client keeps the mean of its margins:
     no more round trips or encryptions).
-    ``iic_coherence``: :meth:`bind` multiplies iic by min(max(1, AUTO_PARTIAL_LAM / lam),
-    max(1, COHERENCE_REF / c)) ** IIC_LAM_POWER (c the layout's coherence; 1 where the
-    layout lacks it) and sets the flag to False, so bound settings hold the iic the
+    ``iic_coherence``: :meth:`bind` multiplies iic by max(1, COHERENCE_REF / c) **
+    IIC_LAM_POWER (c the layout's coherence; 1 where the layout lacks it), at most up to
+    COHERENCE_IIC_CAP, and sets the flag to False, so bound settings hold the iic the
     rounds use (a preset's falls to False where iic or H is given).
     """
 
@@ -416,12 +418,11 @@ class HyFDCASettings:
 
     def _iic_on(self, layout):
         """iic as the rounds use it: raised for data less coherent than COHERENCE_REF
-        under ``iic_coherence`` (at most by the lam scaling's inverse), else as it is."""
+        under ``iic_coherence`` (to at most COHERENCE_IIC_CAP), else as it is."""
         if not self.iic_coherence or layout.coherence is None:
             return self.iic
-        raise_by = min(1.0 / _lam_factor(self.lam, 1.0),
-                       max(1.0, COHERENCE_REF / max(layout.coherence, 1e-300)))
-        return self.iic * raise_by ** IIC_LAM_POWER
+        raise_by = max(1.0, COHERENCE_REF / max(layout.coherence, 1e-300))
+        return max(self.iic, min(COHERENCE_IIC_CAP, self.iic * raise_by ** IIC_LAM_POWER))
 
     def _prox_on(self, layout):
         """kappa as a number: ``prox`` resolved on the layout where it is "auto" or

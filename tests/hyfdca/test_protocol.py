@@ -305,13 +305,13 @@ def test_layout_coherence_is_the_mean_rows_norm_over_the_mean_row_norm(small):
 
 
 def test_auto_partial_raises_its_local_work_on_data_less_coherent_than_a9a(small):
-    """iic_coherence (auto-partial): bind() multiplies iic by min(1e-4 / lam, max(1, 0.4 /
-    c)) ** 0.5, c the layout's coherence, and clears the flag, so binding again keeps it;
-    coherent data (c >= 0.4; signed, standardised data count as 1), lam >= 1e-4, a
+    """iic_coherence (auto-partial): bind() multiplies iic by max(1, 0.4 / c) ** 0.5, c
+    the layout's coherence, at every lam, to at most 0.3, and clears the flag, so binding
+    again keeps it; coherent data (c >= 0.4; signed, standardised data count as 1), a
     layout without the statistic and an explicit iic or H keep the iic of from_variant
     bit for bit; the capped line search has no such rule."""
     from feddata import Layout
-    from hyfdca._settings import COHERENCE_REF
+    from hyfdca._settings import COHERENCE_IIC_CAP, COHERENCE_REF
 
     incoherent = P.hybrid_grid(*sparse_non_negative(), 3, 3)
     c = incoherent.layout().coherence
@@ -324,19 +324,23 @@ def test_auto_partial_raises_its_local_work_on_data_less_coherent_than_a9a(small
         return HyFDCASettings.from_variant("auto", lam=lam, participation="fraction",
                                            fraction=0.3, **fields)
 
-    for lam in (1e-5, 1e-6, 3e-5):
+    for lam in (1e-3, 1e-4, 1e-5, 1e-6, 3e-5):
         unbound = settings(lam)
         assert unbound.iic_coherence
         bound = unbound.bind(incoherent)
-        raise_by = min(1e-4 / lam, COHERENCE_REF / c)
-        assert bound.iic == pytest.approx(0.03 * min(1.0, lam / 1e-4) ** 0.5 * raise_by ** 0.5,
-                                          rel=1e-12)
+        assert bound.iic == pytest.approx(
+            min(0.3, 0.03 * (min(1.0, lam / 1e-4) * COHERENCE_REF / c) ** 0.5), rel=1e-12)
         assert bound.iic > unbound.iic and not bound.iic_coherence
         assert bound.bind(incoherent).iic == bound.iic
         for X, y in (small, (np.abs(small[0]) + 3.0, small[1])):
             assert settings(lam).bind(P.hybrid_grid(X, y, 3, 3)).iic == unbound.iic
-    assert settings(1e-5).bind(incoherent).iic == pytest.approx(0.03)  # the lam 1e-4 value
-    assert settings(1e-4).bind(incoherent).iic == settings(1e-3).bind(incoherent).iic == 0.03
+    assert COHERENCE_IIC_CAP == 0.3
+    assert settings(1e-4).bind(incoherent).iic == settings(1e-3).bind(incoherent).iic
+    orthogonal = P.hybrid_grid(sp.identity(900, format="csr"), np.tile([-1.0, 1.0], 450),
+                               3, 3)   # c = 1 / 300, past the cap
+    assert orthogonal.layout().coherence < 0.4 * (0.03 / 0.3) ** 2
+    assert settings(1e-4).bind(orthogonal).iic == 0.3
+    assert settings(1e-4, iic=0.5, iic_coherence=True).bind(orthogonal).iic == 0.5
     bare = Layout.from_ids([b.sample_ids for b in incoherent.blocks],
                            [b.feature_ids for b in incoherent.blocks],
                            incoherent.layout().sq_norm_total)
