@@ -38,6 +38,19 @@ def sparse_binary():
 
 
 @pytest.fixture(scope="session")
+def sparse_non_negative():
+    """make(n, d, density) -> (X, y): seeded sparse non-negative rows that share little
+    direction (coherence about 0.01-0.02), an identity block so that no row is empty, and
+    random +-1 labels."""
+    def make(n, d, density, seed=5):
+        rng = np.random.default_rng(seed)
+        X = (sp.random(n, d, density=density, random_state=rng, format="csr")
+             + sp.eye(n, d, format="csr")).tocsr()
+        return X, np.where(rng.random(n) < 0.5, 1.0, -1.0)
+    return make
+
+
+@pytest.fixture(scope="session")
 def digits_small():
     """First 400 digits scaled to [0, 1], 10 classes (multi-class, dense)."""
     X, y = load_digits(return_X_y=True)

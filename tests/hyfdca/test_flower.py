@@ -3,7 +3,6 @@ iterates bit for bit; the server loads only public keys."""
 
 import numpy as np
 import pytest
-import scipy.sparse as sp
 
 from crypto import DealtKeys, KeyHolder, SecureSum
 from feddata import History
@@ -82,16 +81,14 @@ def test_certificates_every_round_at_full_participation_match_in_process(job, ca
     assert_same_certificates(rows, history)
 
 
-def test_an_auto_partial_job_whose_local_work_follows_the_disclosed_coherence(job):
+def test_an_auto_partial_job_whose_local_work_follows_the_disclosed_coherence(
+        job, sparse_non_negative):
     """auto-partial below lam 1e-4 sets its iic from the coherence the SuperNodes disclose
     when the server asks who they are: the simulation's model is the in-process run's
     (bound on the dataset's own layout) and so are its certificates, bit for bit (the
     dual moves with H even where the certified point is still 0), and that iic is raised
     (min_H 1, so that the raise changes H on these small clients)."""
-    rng = np.random.default_rng(5)  # sparse non-negative rows: coherence about 0.02
-    X = (sp.random(200, 60, density=0.03, random_state=rng, format="csr")
-         + sp.eye(200, 60, format="csr")).tocsr()
-    fed = P.hybrid_grid(X, np.where(rng.random(200) < 0.5, 1.0, -1.0), 2, 2)
+    fed = P.hybrid_grid(*sparse_non_negative(200, 60, 0.03), 2, 2)  # coherence ~0.02
     settings = HyFDCASettings.from_variant("auto", lam=1e-5, participation="fraction",
                                            fraction=0.3, min_H=1)
     n_local = fed.blocks[0].X.shape[0]

@@ -271,14 +271,6 @@ def test_auto_partial_scales_its_local_work_with_the_square_root_of_lam(small):
                                        fraction=0.3, iic=0.02).iic == 0.02
 
 
-def sparse_non_negative(n=300, d=200, density=0.02, seed=5):
-    """(X, y): sparse non-negative rows that share little direction (coherence ~0.015)."""
-    rng = np.random.default_rng(seed)
-    X = sp.random(n, d, density=density, random_state=rng, format="csr")
-    X = (X + sp.eye(n, d, format="csr")).tocsr()  # no empty row
-    return X, np.where(rng.random(n) < 0.5, 1.0, -1.0)
-
-
 def test_layout_coherence_is_the_mean_rows_norm_over_the_mean_row_norm(small):
     """Layout.coherence = sum_k |I_k| ||m_k||^2 / ||X||_F^2: for one non-negative block
     ||mean row||^2 / mean q_i; on a grid the sample groups' own mean rows stand in for the
@@ -304,7 +296,8 @@ def test_layout_coherence_is_the_mean_rows_norm_over_the_mean_row_norm(small):
     assert bare.coherence is None
 
 
-def test_auto_partial_raises_its_local_work_on_data_less_coherent_than_a9a(small):
+def test_auto_partial_raises_its_local_work_on_data_less_coherent_than_a9a(
+        small, sparse_non_negative):
     """iic_coherence (auto-partial): bind() multiplies iic by max(1, 0.4 / c) ** 0.5, c
     the layout's coherence, at every lam, to at most 0.3, and clears the flag, so binding
     again keeps it; coherent data (c >= 0.4; signed, standardised data count as 1), a
@@ -313,12 +306,12 @@ def test_auto_partial_raises_its_local_work_on_data_less_coherent_than_a9a(small
     from feddata import Layout
     from hyfdca._settings import COHERENCE_IIC_CAP, COHERENCE_REF
 
-    incoherent = P.hybrid_grid(*sparse_non_negative(), 3, 3)
+    incoherent = P.hybrid_grid(*sparse_non_negative(300, 200, 0.02), 3, 3)
     c = incoherent.layout().coherence
     assert c < COHERENCE_REF / 10
-    for X, y in (small, (np.abs(small[0]) + 3.0, small[1])):
-        coherent = P.hybrid_grid(X, y, 3, 3)
-        assert coherent.layout().coherence > COHERENCE_REF
+    coherent = [P.hybrid_grid(X, y, 3, 3)   # signed (c = 1) and shifted positive
+                for X, y in (small, (np.abs(small[0]) + 3.0, small[1]))]
+    assert all(fed.layout().coherence > COHERENCE_REF for fed in coherent)
 
     def settings(lam, **fields):
         return HyFDCASettings.from_variant("auto", lam=lam, participation="fraction",
@@ -332,8 +325,8 @@ def test_auto_partial_raises_its_local_work_on_data_less_coherent_than_a9a(small
             min(0.3, 0.03 * (min(1.0, lam / 1e-4) * COHERENCE_REF / c) ** 0.5), rel=1e-12)
         assert bound.iic > unbound.iic and not bound.iic_coherence
         assert bound.bind(incoherent).iic == bound.iic
-        for X, y in (small, (np.abs(small[0]) + 3.0, small[1])):
-            assert settings(lam).bind(P.hybrid_grid(X, y, 3, 3)).iic == unbound.iic
+        for fed in coherent:
+            assert settings(lam).bind(fed).iic == unbound.iic
     assert COHERENCE_IIC_CAP == 0.3
     assert settings(1e-4).bind(incoherent).iic == settings(1e-3).bind(incoherent).iic
     orthogonal = P.hybrid_grid(sp.identity(900, format="csr"), np.tile([-1.0, 1.0], 450),
