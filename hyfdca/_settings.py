@@ -26,11 +26,11 @@ IIC_LAM_POWER, FALLBACK_LAM_POWER = 0.5, -0.5
 # The drift above grows with the data's coherence c (feddata.Layout.coherence, ||mean
 # row||^2 / mean q_i; 1 for signed data): the lam scaling was calibrated on a9a (c =
 # 0.447). With iic_coherence (auto-partial), bind() raises the iic of data less coherent
-# than COHERENCE_REF in proportion to COHERENCE_REF / c, at every lam, up to
-# COHERENCE_IIC_CAP: iic = min(COHERENCE_IIC_CAP, AUTO_PARTIAL_IIC min(1, lam /
-# AUTO_PARTIAL_LAM) ** IIC_LAM_POWER max(1, COHERENCE_REF / c)), so nothing changes at c
+# than COHERENCE_REF by (COHERENCE_REF / c) ** IIC_LAM_POWER, at every lam, up to
+# COHERENCE_IIC_CAP: iic = min(COHERENCE_IIC_CAP, AUTO_PARTIAL_IIC ((min(1, lam /
+# AUTO_PARTIAL_LAM) max(1, COHERENCE_REF / c)) ** IIC_LAM_POWER), so nothing changes at c
 # >= COHERENCE_REF. The cap is the capped line search's iic, the largest measured safe
-# on incoherent data (docs/algorithm.md section 6, thirty-second to thirty-fourth rounds).
+# on incoherent data (docs/algorithm.md section 6, thirty-second and thirty-third rounds).
 COHERENCE_REF = 0.4
 COHERENCE_IIC_CAP = 0.3
 IIC_LAM_SCALED = ("auto-partial", "capped-line-search")  # the presets _preset_values scales
@@ -220,8 +220,8 @@ class HyFDCASettings:
     the running mean of the points certificates offered since the doubling epoch before
     the last (``_certificate.offered_mean``; each client keeps the mean of its margins:
     no more round trips or encryptions).
-    ``iic_coherence``: :meth:`bind` multiplies iic by max(1, COHERENCE_REF / c) (c the
-    layout's coherence; 1 where the layout lacks it), at most up to
+    ``iic_coherence``: :meth:`bind` multiplies iic by max(1, COHERENCE_REF / c) **
+    IIC_LAM_POWER (c the layout's coherence; 1 where the layout lacks it), at most up to
     COHERENCE_IIC_CAP, and sets the flag to False, so bound settings hold the iic the
     rounds use (a preset's falls to False where iic or H is given).
     """
@@ -422,7 +422,7 @@ class HyFDCASettings:
         if not self.iic_coherence or layout.coherence is None:
             return self.iic
         raise_by = max(1.0, COHERENCE_REF / max(layout.coherence, 1e-300))
-        return max(self.iic, min(COHERENCE_IIC_CAP, self.iic * raise_by))
+        return max(self.iic, min(COHERENCE_IIC_CAP, self.iic * raise_by ** IIC_LAM_POWER))
 
     def _prox_on(self, layout):
         """kappa as a number: ``prox`` resolved on the layout where it is "auto" or

@@ -40,7 +40,7 @@ def sparse_binary():
 @pytest.fixture(scope="session")
 def sparse_non_negative():
     """make(n, d, density) -> (X, y): seeded sparse non-negative rows that share little
-    direction (coherence about 0.01-0.05), an identity block so that no row is empty, and
+    direction (coherence about 0.01-0.02), an identity block so that no row is empty, and
     random +-1 labels."""
     def make(n, d, density, seed=5):
         rng = np.random.default_rng(seed)
