@@ -30,7 +30,8 @@ partition (the quadrant scheme appends a bias feature), per lam.
 
 The matrix (the full mode; hours on 2 cores, ``--jobs`` spreads cells over processes):
 data {a9a, SMS spam TF-IDF, Fashion-MNIST quadrants with 5 and 500 clients (label < 5
-against the rest), news20-like dealt} x partitions {3x3, 5x5, 12x12 where the data allows}
+against the rest), news20-like dealt} x partitions {3x3, 5x5, 12x12 where the data allows;
+a9a also dealt 3x3, 5x5, 12x12: coherent data whose shared features the dealt scheme splits}
 x participation {1, 0.9, 0.5, 0.1, cyclic with 3 subsets} x lam {1e-4, 1e-5} x variant
 {paper, auto (the default)}. Budgets: 1,000 rounds at full participation, 2,000 at 0.9,
 3,000 at 0.5 and cyclic, 10,000 at 0.1. Data a machine does not have (a9a and SMS need
@@ -95,7 +96,7 @@ HOPELESS = 1e3  # a cell stops once its relative loss passes this many times rou
 PARTICIPATIONS = {"1": ("full", 1.0), "0.9": ("fraction", 0.9), "0.5": ("fraction", 0.5),
                   "0.1": ("fraction", 0.1), "cyclic": ("cyclic", 1.0 / 3.0)}
 DATASETS = {  # name: (catalogue name, partitions)
-    "a9a": ("a9a", ("3x3", "5x5", "12x12")),
+    "a9a": ("a9a", ("3x3", "5x5", "12x12", "dealt:3x3", "dealt:5x5", "dealt:12x12")),
     "sms-spam": ("sms-spam", ("3x3", "5x5", "12x12")),
     "fashion-mnist": ("fashion-mnist", ("quadrants:5", "quadrants:500")),
     "news20-like": ("news20-like", ("dealt:3x3", "dealt:5x5", "dealt:12x12")),
