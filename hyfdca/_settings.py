@@ -43,9 +43,11 @@ PROX_CAP = 10.0
 # is above PHASE_E_MU lam, i.e. where the proximal outer loop is strong; its kappa then
 # amplifies stale stored parts, which phase E refreshes for the present clients at one
 # more round trip (docs/algorithm.md section 6, tenth round). The capped line search's
-# mu may then reach CAPPED_PROX_CAP lam. prox="strong" (the scaled line search) runs the
-# outer loop only there, with phase E, and no outer loop where mu would be at most
-# PHASE_E_MU lam (docs/algorithm.md section 6, eleventh round).
+# mu may then reach CAPPED_PROX_CAP lam; so may the scaled line search's, with phase E
+# there too (section 6, eleventh round). prox="strong" (the scaled line search until the
+# fortieth session, an option now) runs the outer loop only there, and none where mu
+# would be at most PHASE_E_MU lam: the weak loop halves a9a's rounds at f = 0.9 (section
+# 6, thirty-fifth round).
 PHASE_E_MU = 3.0
 CAPPED_PROX_CAP = 40.0
 PROX_RULES = ("auto", "strong")  # prox values resolved on the data by bind()
@@ -96,12 +98,11 @@ VARIANTS = {
     # clients do not spend a round on one or two.
     # All the auto presets weight each holder's update by its share of the row's norm
     # (holder_weights="norm-share", docs/algorithm.md section 5.3).
-    # auto-full and the capped line search run the accelerated proximal outer loop
-    # (prox="auto"; under the capped line search's staleness the centre moved every 25
-    # rounds, not 10, and phase E where mu > PHASE_E_MU lam); the scaled line search
-    # runs it only where it is strong, and then with phase E (prox="strong": without
-    # phase E its dual fell by 40 P* on SMS at lam 1e-5 and f = 0.9): docs/algorithm.md
-    # section 6, ninth to eleventh rounds. prox_adapt (weaken the outer loop where the
+    # auto-full and the line-search presets run the accelerated proximal outer loop
+    # (prox="auto"; under partial participation's staleness the centre moved every 25
+    # rounds, not 10, and phase E where mu > PHASE_E_MU lam: without phase E the scaled
+    # line search's dual fell by 40 P* on SMS at lam 1e-5 and f = 0.9): docs/algorithm.md
+    # section 6, ninth to eleventh and thirty-fifth rounds. prox_adapt (weaken the outer loop where the
     # original dual falls) is an option, not in a preset: it takes SMS at lam 1e-5 from
     # 110 to 80 rounds and news20-like from 400 to 860 (section 6, sixteenth round).
     # auto-full's loop is warm-started (prox_warm_start): its first period runs kappa 0
@@ -136,7 +137,7 @@ VARIANTS = {
     "scaled-line-search": dict(sigma=1.0, rho="norm", line_search=True,
                                sampling="shared", draw="permuted", aggregation="mean",
                                iic=0.3, curvature_scaling="absent-share",
-                               holder_weights="norm-share", prox="strong",
+                               holder_weights="norm-share", prox="auto",
                                prox_cap=CAPPED_PROX_CAP, prox_rounds=25,
                                second_inner_product="auto"),
     # The same with its step capped at 0.3 and its iic scaled as auto-partial's (by

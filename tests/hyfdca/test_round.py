@@ -282,33 +282,34 @@ def test_phase_e_auto_runs_where_the_proximal_loop_is_strong():
         HyFDCASettings.from_variant("auto-full", prox_rounds="often")
 
 
-def test_prox_strong_runs_the_outer_loop_only_where_it_is_strong():
-    """prox="strong" (the scaled line search, auto at f >= 0.75): kappa as "auto" where
-    mu > PHASE_E_MU lam, and then phase E too; no outer loop and no phase E at or below,
-    so those runs are the bits of the scaled line search without the outer loop."""
-    from hyfdca import HyFDCASettings
+def test_the_scaled_line_search_runs_a_weak_outer_loop_without_phase_e():
+    """The scaled line search (auto at f >= 0.75) takes prox "auto": where lam < mu <=
+    PHASE_E_MU lam a weak outer loop, kappa = mu - lam, its centre moved every 25 rounds,
+    without phase E (4 round trips); where mu > PHASE_E_MU lam the strong loop with
+    phase E (5); where mu <= lam no loop, the bits of prox="strong"."""
     from hyfdca._round import moves_prox_centre, plan_round
-    from hyfdca._settings import CAPPED_PROX_CAP, PHASE_E_MU, PROX_CAP
+    from hyfdca._settings import CAPPED_PROX_CAP, PHASE_E_MU
 
     fed, ratio, bound_auto = _auto_on_a_small_grid()
 
     def scaled(lam, **fields):
         return bound_auto(lam, 0.9, **fields)
 
-    weak = scaled(ratio / PHASE_E_MU)  # mu = PHASE_E_MU lam: not above it
-    assert weak.curvature_scaling == "absent-share" and weak.kappa == 0.0
+    weak = scaled(ratio / 2)  # mu = 2 lam
+    assert weak.curvature_scaling == "absent-share"
+    assert weak.kappa == pytest.approx(ratio / 2, rel=1e-12) and weak.prox_rounds == 25
     assert not weak.second_inner_product and plan_round(weak, 1, False).round_trips == 4
-    without = scaled(ratio / PHASE_E_MU, prox=0.0, second_inner_product=False)
-    assert replace(weak, overridden=(), prox_rounds=10, prox_cap=PROX_CAP) == \
-        replace(without, overridden=(), prox_rounds=10, prox_cap=PROX_CAP)
-    assert not any(moves_prox_centre(weak, t) for t in range(1, 101))
+    assert [t for t in range(1, 101) if moves_prox_centre(weak, t)] == [25, 50, 75, 100]
     strong = scaled(ratio / 10)  # mu = 10 lam
     assert strong.round_lam == pytest.approx(ratio, rel=1e-12) and strong.prox_rounds == 25
     assert strong.second_inner_product and plan_round(strong, 1, False).round_trips == 5
     assert scaled(ratio / 100).round_lam == pytest.approx(CAPPED_PROX_CAP * ratio / 100,
                                                           rel=1e-12)
-    auto = HyFDCASettings.from_variant("auto-full", lam=ratio / PHASE_E_MU, prox="auto")
-    assert auto.bind(fed).kappa > 0  # "auto" keeps a weak outer loop; "strong" does not
+    conditioned = scaled(ratio * 2)  # mean q_i / N = lam / 2: no loop
+    assert conditioned.kappa == 0.0
+    assert replace(conditioned, overridden=()) == replace(
+        scaled(ratio * 2, prox="strong"), overridden=())
+    assert not scaled(ratio / PHASE_E_MU, prox="strong").kappa  # "strong": none at 3 lam
 
 
 def test_the_prox_centre_moves_by_nesterovs_extrapolation():
