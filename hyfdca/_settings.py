@@ -102,9 +102,10 @@ VARIANTS = {
     # (prox="auto"; under partial participation's staleness the centre moved every 25
     # rounds, not 10, and phase E where mu > PHASE_E_MU lam: without phase E the scaled
     # line search's dual fell by 40 P* on SMS at lam 1e-5 and f = 0.9): docs/algorithm.md
-    # section 6, ninth to eleventh and thirty-fifth rounds. prox_adapt (weaken the outer loop where the
-    # original dual falls) is an option, not in a preset: it takes SMS at lam 1e-5 from
-    # 110 to 80 rounds and news20-like from 400 to 860 (section 6, sixteenth round).
+    # section 6, ninth to eleventh and thirty-fifth rounds. prox_adapt (weaken the outer
+    # loop where the original dual falls) is an option, not in a preset: it takes SMS at
+    # lam 1e-5 from 110 to 80 rounds and news20-like from 400 to 860 (section 6,
+    # sixteenth round).
     # auto-full's loop is warm-started (prox_warm_start): its first period runs kappa 0
     # and its first centre is the w reached, not c = 0, where SMS's dual fell by 44 P*
     # (section 6, seventeenth round). Its certificates certify the outer loop's iterate
