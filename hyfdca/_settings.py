@@ -100,8 +100,9 @@ VARIANTS = {
     # (holder_weights="norm-share", docs/algorithm.md section 5.3).
     # auto-full and the line-search presets run the accelerated proximal outer loop
     # (prox="auto"; under partial participation's staleness the centre moved every 25
-    # rounds, not 10, and phase E where mu > PHASE_E_MU lam: without phase E the scaled
-    # line search's dual fell by 40 P* on SMS at lam 1e-5 and f = 0.9): docs/algorithm.md
+    # rounds, not 10, every 50 under the capped step where the loop is strong, and phase
+    # E where mu > PHASE_E_MU lam: without phase E the scaled line search's dual fell by
+    # 40 P* on SMS at lam 1e-5 and f = 0.9): docs/algorithm.md
     # section 6, ninth to eleventh and thirty-fifth rounds. prox_adapt (weaken the outer
     # loop where the original dual falls) is an option, not in a preset: it takes SMS at
     # lam 1e-5 from 110 to 80 rounds and news20-like from 400 to 860 (section 6,
@@ -158,7 +159,8 @@ VARIANTS = {
                                prox="auto", prox_cap=CAPPED_PROX_CAP, prox_rounds="auto",
                                second_inner_product="auto"),
 }
-# what after_stall takes from auto-partial (the rest of the two presets is the same)
+# what after_stall takes from auto-partial; it also turns the line search off (g = 1)
+# and keeps the rest of the capped preset, its outer loop and phase E included
 FALLBACK_PRESET, FALLBACK_FIELDS = "auto-partial", ("iic", "min_H")
 HOLDER_WEIGHTS = ("equal", "norm-share")  # _round.aggregation_weights
 DEFAULT_VARIANT = "auto"
@@ -489,10 +491,14 @@ class HyFDCASettings:
                        line_search_relax=1.0, **values)
 
     def _is_untouched_partial_preset(self):
-        """True for from_variant("auto") under partial participation (preset untouched)."""
+        """True for from_variant("auto") under partial participation (preset untouched).
+        Such settings name their participation among the fields given to from_variant
+        (its default is "full"), which settings built directly do not: those keep their
+        fields whatever they hold."""
         preset = _preset_values(_auto_preset(self.participation, self.fraction, self.loss),
                                 self.lam)
         return (self.variant == "auto" and self.participation != "full"
+                and "participation" in self.overridden
                 and all(getattr(self, k) == v for k, v in preset.items()
                         if k not in self.overridden and not (k == "iic" and self.H)))
 

@@ -1,6 +1,7 @@
 """HyFDCA protocol: exactness (docs/algorithm.md section 7), convergence, accounting,
 reproducibility."""
 
+import dataclasses
 import json
 
 import numpy as np
@@ -415,9 +416,20 @@ def test_auto_partial_takes_at_least_ten_steps(n_local, expected):
 
 
 def test_settings_built_directly_are_never_re_resolved(small):
+    """bind() re-resolves only from_variant("auto"): settings built field by field keep
+    their fields on horizontal data, even where they equal the auto-partial preset."""
     fed = partitions(*small)["horizontal"]
     settings = HyFDCASettings(H=5, participation="fraction", fraction=0.5).bind(fed)
     assert (settings.line_search, settings.sigma, settings.H) == (False, 1.0, 5)
+    preset = HyFDCASettings.from_variant("auto", lam=LAM, participation="fraction",
+                                         fraction=0.3)
+    assert preset.bind(fed).line_search  # re-resolved to auto-full
+    fields = {f.name: getattr(preset, f.name) for f in dataclasses.fields(preset)
+              if f.name != "overridden"}
+    bound = HyFDCASettings(**fields).bind(fed)
+    assert (bound.variant, bound.participation, bound.fraction) == ("auto", "fraction", 0.3)
+    assert (bound.line_search, bound.sigma, bound.iic, bound.min_H) == (False, "safe",
+                                                                        0.03, 10)
 
 
 def test_line_search_sums_are_exact_with_absent_holders(small, monkeypatch):
