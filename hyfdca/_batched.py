@@ -44,7 +44,7 @@ from hyfdca._certificate import (Certificate, RunningMean, certified_problem,
                                   line_point, next_point_values, offered_points,
                                   prox_iterate, sums_layout, with_offered_point,
                                   with_point)
-from hyfdca._checkpoint import CheckpointError
+from hyfdca._checkpoint import CheckpointError, reading
 from hyfdca._draws import sample_units, stream_key
 from hyfdca._encoding_range import check_encoding_range
 from hyfdca._packing import draw_units
@@ -310,9 +310,7 @@ class BatchedHyFDCA:
         """The run saved in checkpoint ``folder``, ready for its next round."""
         run = cls(dataset, settings, **options)
         path = folder / "engine.npz"
-        if not path.is_file():
-            raise CheckpointError(f"checkpoint file {path} is missing")
-        with np.load(path, allow_pickle=False) as saved:
+        with reading(path), np.load(path, allow_pickle=False) as saved:
             missing = sorted((set(run._state_by_name()) | {"counters"}) - set(saved.files)
                              - (PROX_STATE if run.settings.kappa == 0 else set())
                              - DUAL_POINT_STATE)

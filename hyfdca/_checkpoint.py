@@ -28,6 +28,8 @@ import os
 import pickle
 import shutil
 import tempfile
+import zipfile
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -83,10 +85,28 @@ def pickled(obj):
     return pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
 
 
-def unpickled(path):
-    if not Path(path).is_file():
+# what reading a truncated or overwritten file raises (json, numpy, pickle, zip)
+DAMAGE = (ValueError, EOFError, OSError, pickle.UnpicklingError, zipfile.BadZipFile)
+
+
+@contextmanager
+def reading(path):
+    """Read checkpoint file ``path`` in the block: a missing or damaged file is a
+    CheckpointError that names it (the block's own CheckpointErrors pass unchanged)."""
+    path = Path(path)
+    if not path.is_file():
         raise CheckpointError(f"checkpoint file {path} is missing")
-    with open(path, "rb") as handle:
+    try:
+        yield path
+    except CheckpointError:
+        raise
+    except DAMAGE as error:
+        raise CheckpointError(f"checkpoint file {path} is damaged ({type(error).__name__}: "
+                              f"{error})") from error
+
+
+def unpickled(path):
+    with reading(path), open(path, "rb") as handle:
         return pickle.load(handle)
 
 
@@ -136,17 +156,30 @@ def load_checkpoint(directory):
     if folder is None:
         raise CheckpointError(f"no checkpoint in {directory} (no {LATEST} file): nothing "
                               f"to resume")
-    description = json.loads((folder / "run.json").read_text())
+    with reading(folder / "run.json") as path:
+        description = json.loads(path.read_text())
     if description.get("format") != FORMAT:
         raise CheckpointError(f"{folder}: checkpoint format {description.get('format')!r}, "
                               f"this version reads {FORMAT}")
-    return description, np.load(folder / "model.npy"), folder
+    with reading(folder / "model.npy") as path:
+        model = np.load(path, allow_pickle=False)
+    return description, model, folder
 
 
 def check_same_run(description, expected):
-    """CheckpointError naming every field of ``expected`` the checkpoint disagrees on."""
-    wrong = [f"{key}: checkpoint {description.get(key)!r}, this run {value!r}"
-             for key, value in expected.items() if description.get(key) != value]
+    """CheckpointError naming every field of ``expected`` the checkpoint disagrees on
+    (inside a dict such as the settings, every entry that differs)."""
+    wrong = []
+    for key, value in expected.items():
+        saved = description.get(key)
+        if saved == value:
+            continue
+        if isinstance(saved, dict) and isinstance(value, dict):
+            wrong += [f"{key}.{name}: checkpoint {saved.get(name)!r}, this run "
+                      f"{value.get(name)!r}" for name in sorted(set(saved) | set(value))
+                      if saved.get(name) != value.get(name)]
+        else:
+            wrong.append(f"{key}: checkpoint {saved!r}, this run {value!r}")
     if wrong:
         raise CheckpointError("the checkpoint was made by another run; it differs in "
                               + "; ".join(wrong))

@@ -109,8 +109,9 @@ def train(run, history, *, max_rounds, tol=None, rel_tol=None, eval_every=1,
     side of a deployment, ``HyFDCARun.remote``): certify round 0 (unless ``resumed``),
     run rounds up to ``max_rounds``, certify every ``eval_every`` rounds and at the end,
     stop on the certified gap, divergence or ``stop()``; ``save()`` (if given) at round 0,
-    every ``save_every`` rounds and at the end. ``run.model`` is the certified point with
-    the smallest primal."""
+    every ``save_every`` rounds and at the end (before the end's certificate where that
+    is off the ``eval_every`` schedule, so that a resume gives the uninterrupted run's
+    bits). ``run.model`` is the certified point with the smallest primal."""
 
     def evaluate():
         try:
@@ -151,12 +152,20 @@ def train(run, history, *, max_rounds, tol=None, rel_tol=None, eval_every=1,
         record_["protocol_seconds"] = time.perf_counter() - start
         history.add_round(record_)
         stopping = run.round == max_rounds or (stop is not None and stop())
-        if run.round % eval_every == 0 or stopping:
+        on_schedule = run.round % eval_every == 0
+        saved = False
+        if save is not None and stopping and not on_schedule:
+            # before the stop's extra certificate, which an uninterrupted run does not
+            # make: later certificates depend on every earlier one, so a resume from
+            # here certifies as the uninterrupted run does
+            save()
+            saved = True
+        if on_schedule or stopping:
             gap, primal = evaluate()
             if progress:
                 rounds.set_postfix(gap=f"{gap:.2e}")
             stopping |= converged(gap, primal, tol, rel_tol) or not np.isfinite(gap)
-        if save is not None and (run.round % save_every == 0 or stopping):
+        if save is not None and not saved and (run.round % save_every == 0 or stopping):
             save()
         if callback is not None:
             callback(run)

@@ -5,6 +5,7 @@ import json
 import pickle
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -96,23 +97,35 @@ def test_resume_with_homomorphic_encryption_in_process(tmp_path, crypto):
 
 
 def assert_resumed_run_is_uninterrupted(tmp_path, engine, crypto, rounds,
-                                        participation="fraction", **fields):
-    """auto under ``participation`` with ``fields``: a run checkpointed after round 3
-    and resumed to ``rounds`` gives the uninterrupted run's model and history; returns
-    the resumed run. Both certify every round: a run that stops certifies at its stop,
-    and the certified points of later certificates depend on every earlier one, so the
-    two runs must certify at the same rounds."""
+                                        participation="fraction", eval_every=1, stop_at=3,
+                                        **fields):
+    """auto under ``participation`` with ``fields``: a run stopped after round
+    ``stop_at`` and resumed to ``rounds`` gives the uninterrupted run's model, iterates
+    and every certificate of its history; returns the resumed run."""
     fed, settings = job.problem()
     settings = HyFDCASettings.from_variant("auto", lam=settings.lam,
                                            participation=participation, **fields)
-    opts = dict(eval_every=1, crypto=crypto, engine=engine, **job.options(crypto))
+    opts = dict(eval_every=eval_every, crypto=crypto, engine=engine, **job.options(crypto))
     a, ha = run_hyfdca(fed, settings, max_rounds=rounds, **opts)
-    run_hyfdca(fed, settings, max_rounds=3, checkpoint=tmp_path, **opts)
+    run_hyfdca(fed, settings, max_rounds=stop_at, checkpoint=tmp_path, **opts)
     b, hb = run_hyfdca(fed, settings, max_rounds=rounds, checkpoint=tmp_path, resume=True,
                        **opts)
     np.testing.assert_array_equal(a.model, b.model)
     same_history(ha.state(), hb.state())
+    assert [t for t, _ in hb.state()["evaluations"]] == [t for t, _ in
+                                                        ha.state()["evaluations"]]
     return b
+
+
+@pytest.mark.parametrize("engine, crypto", [("protocol", "mask"), ("batched", "plain")])
+def test_a_stop_off_the_certificate_schedule_resumes_with_the_uninterrupted_certificates(
+        tmp_path, engine, crypto):
+    """A run that stops between two certificates (round 7 of eval_every 5) certifies at
+    its stop, but saves before that certificate: the certified points of later
+    certificates depend on every earlier one, and the resumed run's are the
+    uninterrupted run's."""
+    assert_resumed_run_is_uninterrupted(tmp_path, engine, crypto, rounds=15, fraction=0.5,
+                                        eval_every=5, stop_at=7)
 
 
 @pytest.mark.parametrize("engine, crypto", [("protocol", "fast-paillier"),
@@ -220,6 +233,30 @@ def test_refusals_name_the_problem(tmp_path):
                    engine="batched")
     with pytest.raises(ValueError, match="need a checkpoint folder"):
         run_hyfdca(fed, settings, max_rounds=4, resume=True)
+    with pytest.raises(CheckpointError, match=r"differs in settings\.lam: checkpoint "
+                                              r"[0-9.e-]+, this run 0\.5$"):
+        run_hyfdca(fed, replace(settings, lam=0.5), max_rounds=4, checkpoint=tmp_path,
+                   resume=True)
+
+
+@pytest.mark.parametrize("engine, name, damage", [
+    ("protocol", "run.json", "truncate"), ("protocol", "model.npy", "truncate"),
+    ("protocol", "model.npy", "delete"), ("protocol", "server.pkl", "truncate"),
+    ("protocol", "client-1.pkl", "truncate"), ("batched", "engine.npz", "truncate"),
+    ("batched", "engine.npz", "delete"),
+])
+def test_a_damaged_or_missing_file_is_named(tmp_path, engine, name, damage):
+    fed, settings = job.problem()
+    run_hyfdca(fed, settings, max_rounds=2, engine=engine, checkpoint=tmp_path)
+    path = tmp_path / "round-000002" / name
+    if damage == "delete":
+        path.unlink()
+    else:
+        path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+    problem = "missing" if damage == "delete" else "damaged"
+    with pytest.raises(CheckpointError, match=f"checkpoint file .*{name} is {problem}"):
+        run_hyfdca(fed, settings, max_rounds=4, engine=engine, checkpoint=tmp_path,
+                   resume=True)
 
 
 def test_a_key_mismatch_is_named(tmp_path):
