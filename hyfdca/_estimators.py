@@ -8,6 +8,8 @@ with X split among clients: ``fit(X, y)`` simulates the split given by ``partiti
 ``fit_federated(dataset)`` trains on a FederatedDataset as it is.
 """
 
+import warnings
+
 import numpy as np
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
@@ -26,7 +28,24 @@ def split(X, y, partition, seed):
     data's size) or a callable (X, y) -> FederatedDataset."""
     if callable(partition):
         return partition(X, y)
-    return P.partition_from_spec(X, y, partition, seed=seed or 0, cap=True)
+    if isinstance(partition, str) and partition.strip().startswith("quadrants"):
+        raise ValueError(f"partition {partition!r} cuts images into quadrants and adds its "
+                         "own bias feature, which fit's intercept column would break: "
+                         "build the dataset with feddata.partition.mnist_quadrants and "
+                         "call fit_federated")
+    return P.partition_from_spec(X, y, partition, seed=seed, cap=True)
+
+
+def run_seed(random_state):
+    """The one seed of a fit: random_state, None meaning 0 (fits are reproducible by
+    default)."""
+    if random_state is None:
+        return 0
+    if (isinstance(random_state, (int, np.integer)) and not isinstance(random_state, bool)
+            and random_state >= 0):
+        return int(random_state)
+    raise ValueError(f"random_state must be a whole number >= 0 or None, got "
+                     f"{random_state!r} (every random choice of a fit flows from one seed)")
 
 
 class _HyFDCABase(BaseEstimator):
@@ -68,16 +87,19 @@ class _HyFDCABase(BaseEstimator):
         """Run HyFDCA; return (w, history, rounds). A plaintext run goes to the batched
         engine (the same iterates, every client of a round in one Numba call) unless it
         is the logistic loss with the line search, which only the message engine runs."""
-        seed = self.random_state if self.random_state is not None else 0
+        seed = run_seed(self.random_state)
         settings = self._settings()
         batched = self.crypto == "plain" and runs_on_batched_engine(settings.bind(dataset))
         run, history = run_hyfdca(dataset, settings, max_rounds=self.max_rounds,
                                   rel_tol=self.tol, eval_every=self.eval_every,
-                                  crypto=self.crypto, seed=int(seed), progress=self.verbose,
+                                  crypto=self.crypto, seed=seed, progress=self.verbose,
                                   engine="batched" if batched else "protocol")
         primal, dual = history.certified()
-        if self.tol is not None and not converged(primal - dual, primal, rel_tol=self.tol):
-            import warnings
+        if not np.isfinite(primal - dual):
+            warnings.warn(f"HyFDCA stopped at round {run.round}: its certificate diverged "
+                          f"(primal {primal:.3g}, dual {dual:.3g}); coef_ is the last "
+                          f"finite certified point", ConvergenceWarning)
+        elif self.tol is not None and not converged(primal - dual, primal, rel_tol=self.tol):
             warnings.warn(f"HyFDCA stopped after {run.round} rounds with relative duality "
                           f"gap {(primal - dual) / abs(primal):.3g} > tol={self.tol:g}; "
                           f"raise max_rounds", ConvergenceWarning)
@@ -95,8 +117,8 @@ class _HyFDCABase(BaseEstimator):
 
 
 class HyFDCAClassifier(ClassifierMixin, _HyFDCABase):
-    """Linear classifier (hinge, smoothed hinge, squared hinge) trained by HyFDCA, with
-    one-vs-rest for more than two classes.
+    """Linear classifier (hinge, smoothed hinge, squared hinge, logistic) trained by
+    HyFDCA, with one-vs-rest for more than two classes.
 
     Parameters
     ----------
@@ -106,9 +128,11 @@ class HyFDCAClassifier(ClassifierMixin, _HyFDCABase):
     partition : str or callable, default="3x3"
         How ``fit`` splits pooled data: "PxQ" (sample groups x feature groups),
         "horizontal:K", "vertical:K", "dealt:PxQ", or a callable (X, y) ->
-        FederatedDataset.
+        FederatedDataset ("quadrants:K" needs images: use ``fit_federated``).
     variant : str, default="auto"
-        "paper", "sigma-safe", "rho", "line-search", "combined" or "auto".
+        "auto" (chosen by participation, docs/algorithm.md section 4) or a named
+        variant: "paper", "sigma-safe", "rho", "line-search", "combined", "auto-full",
+        "auto-partial", "scaled-line-search", "capped-line-search".
     H, iic : int or float, optional
         Inner steps per round, directly or as iic x local samples (variant default).
     participation : {"full", "fraction", "cyclic"}, default="full"
@@ -133,7 +157,9 @@ class HyFDCAClassifier(ClassifierMixin, _HyFDCABase):
         refuses plaintext, docs/deployment.md). "plain" runs on the batched engine (same
         iterates as the message protocol), except the logistic loss with the line
         search.
-    random_state : int, default=0
+    random_state : int >= 0 or None, default=0
+        The one seed of every random choice (the split, participation, draws); None
+        means 0, so fits are reproducible by default.
 
     Attributes
     ----------
@@ -160,7 +186,8 @@ class HyFDCAClassifier(ClassifierMixin, _HyFDCABase):
         ws, self.history_, rounds = [], [], []
         for label in targets:
             yy = np.where(y == label, 1.0, -1.0)
-            w, history, n = self._train(split(Xa, yy, self.partition, self.random_state))
+            w, history, n = self._train(split(Xa, yy, self.partition,
+                                              run_seed(self.random_state)))
             ws.append(w)
             self.history_.append(history)
             rounds.append(n)
@@ -172,10 +199,15 @@ class HyFDCAClassifier(ClassifierMixin, _HyFDCABase):
         return self
 
     def fit_federated(self, dataset, classes=None):
-        """Train on a FederatedDataset whose labels are +-1 (binary)."""
+        """Train on a FederatedDataset whose labels are +-1 (binary), on its features as
+        they are (no intercept column is added: ``intercept_`` is 0). ``classes``: the
+        two labels -1 and +1 stand for (default: -1.0 and 1.0)."""
         labels = np.unique(dataset.labels)
         if not set(labels) <= {-1.0, 1.0} or labels.size != 2:
             raise ValueError(f"fit_federated needs labels -1 and +1, found {labels.tolist()}")
+        if classes is not None and np.unique(np.asarray(classes)).size != 2:
+            raise ValueError(f"classes must be two distinct labels (for -1 and +1), got "
+                             f"{list(classes)!r}")
         w, self.history_, self.n_iter_ = self._train(dataset)
         self.classes_ = np.array([-1.0, 1.0]) if classes is None else np.asarray(classes)
         self.coef_, self.intercept_ = w[None, :], np.zeros(1)
@@ -214,13 +246,14 @@ class HyFDCARegressor(RegressorMixin, _HyFDCABase):
         X, y = validate_data(self, X, y, accept_sparse="csr", dtype=np.float64,
                              y_numeric=True)
         w, self.history_, self.n_iter_ = self._train(
-            split(self._augment(X), y, self.partition, self.random_state))
+            split(self._augment(X), y, self.partition, run_seed(self.random_state)))
         self.coef_, self.intercept_ = self._split_coef(w)
         self.intercept_ = float(self.intercept_)
         return self
 
     def fit_federated(self, dataset):
-        """Train on a FederatedDataset (its labels are the targets)."""
+        """Train on a FederatedDataset (its labels are the targets), on its features as
+        they are (no intercept column is added: ``intercept_`` is 0)."""
         w, self.history_, self.n_iter_ = self._train(dataset)
         self.coef_, self.intercept_ = w, 0.0
         self.n_features_in_ = dataset.n_features

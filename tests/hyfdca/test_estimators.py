@@ -79,6 +79,24 @@ def test_regressor_matches_the_ridge_closed_form(cancer):
 def test_bad_partition_is_named(cancer):
     with pytest.raises(ValueError, match="unknown partition 'three'"):
         HyFDCAClassifier(partition="three").fit(*cancer)
+    with pytest.raises(ValueError, match="'quadrants:4' cuts images .* fit_federated"):
+        HyFDCAClassifier(partition="quadrants:4").fit(*cancer)
+
+
+@pytest.mark.parametrize("random_state", [-1, 1.5, True, np.random.RandomState(0)])
+def test_a_bad_random_state_is_named(cancer, random_state):
+    with pytest.raises(ValueError, match="random_state must be a whole number >= 0"):
+        HyFDCAClassifier(random_state=random_state, max_rounds=2).fit(*cancer)
+
+
+def test_fit_federated_checks_its_classes(cancer):
+    X, y = cancer
+    fed = P.horizontal(X, np.where(y > 0, 1.0, -1.0), 2)
+    for classes in (["a"], ["a", "a"], ["a", "b", "c"]):
+        with pytest.raises(ValueError, match="classes must be two distinct labels"):
+            HyFDCAClassifier(max_rounds=2).fit_federated(fed, classes=classes)
+    clf = HyFDCAClassifier(lam=1e-2, max_rounds=20).fit_federated(fed, classes=["no", "yes"])
+    assert set(clf.predict(X)) <= {"no", "yes"}
 
 
 def test_logistic_with_the_default_variant(cancer):
