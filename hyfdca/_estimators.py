@@ -97,8 +97,8 @@ class _HyFDCABase(BaseEstimator):
         primal, dual = history.certified()
         if not np.isfinite(primal - dual):
             warnings.warn(f"HyFDCA stopped at round {run.round}: its certificate diverged "
-                          f"(primal {primal:.3g}, dual {dual:.3g}); coef_ is the last "
-                          f"finite certified point", ConvergenceWarning)
+                          f"(primal {primal:.3g}, dual {dual:.3g}); coef_ is the certified "
+                          f"point with the smallest primal", ConvergenceWarning)
         elif self.tol is not None and not converged(primal - dual, primal, rel_tol=self.tol):
             warnings.warn(f"HyFDCA stopped after {run.round} rounds with relative duality "
                           f"gap {(primal - dual) / abs(primal):.3g} > tol={self.tol:g}; "
