@@ -57,11 +57,6 @@ from hyfdca._round import (aggregation_weights, choose_step, conjugate_gain,
 from hyfdca._settings import check_classification_labels
 
 BACKENDS = ("numba", "cupy")
-# arrays a checkpoint written before the proximal outer loop lacks (zeros without prox)
-PROX_STATE = {"prox_centre", "prox_last_w"}
-# arrays a checkpoint written before the certified dual point lacks (the next certificate
-# then starts the dual point again at alpha)
-DUAL_POINT_STATE = {"dual_point_alpha", "dual_point_w"}
 
 
 def runs_on_batched_engine(settings):
@@ -311,24 +306,20 @@ class BatchedHyFDCA:
         run = cls(dataset, settings, **options)
         path = folder / "engine.npz"
         with reading(path), np.load(path, allow_pickle=False) as saved:
-            missing = sorted((set(run._state_by_name()) | {"counters"}) - set(saved.files)
-                             - (PROX_STATE if run.settings.kappa == 0 else set())
-                             - DUAL_POINT_STATE)
+            missing = sorted((set(run._state_by_name()) | {"counters", "solved_centre"})
+                             - set(saved.files))
             if missing:
                 raise CheckpointError(f"{path} lacks the arrays {missing}")
             counters = json.loads(str(saved["counters"]))
-            if counters.get("stalled"):
+            if counters["stalled"]:
                 run._fall_back()  # the draws' sizes of after_stall()
             for key, target in run._state_by_name().items():
-                if key not in saved.files:  # from before prox (run without) or the dual point
-                    continue
                 if saved[key].shape != target.shape:
                     raise CheckpointError(f"{path}: {key} has shape {saved[key].shape}, "
                                           f"this run's {target.shape}")
                 target[...] = saved[key]
-            solved_centre = (np.array(saved["solved_centre"])
-                             if "solved_centre" in saved.files else None)
-            run.kept_iterates = tuple(  # (None: not kept, or from before they were)
+            solved_centre = np.array(saved["solved_centre"])
+            run.kept_iterates = tuple(  # (None: not kept)
                 np.array(saved[f"kept_iterate{i}"]) if f"kept_iterate{i}" in saved.files
                 else None for i in range(2))
             run.point_mean, run.margin_mean = (mean_from_arrays(name, saved)
@@ -336,13 +327,10 @@ class BatchedHyFDCA:
         run.version, run.token, run.round = (counters["version"], counters["token"],
                                              counters["round"])
         run.have_point = counters["have_point"]
-        run.have_dual_point = counters.get("have_dual_point", False)
-        run._run_kappa(counters.get("prox_kappa"))
-        run.conjugate_total = counters.get("conjugate_total", 0.0)
-        if solved_centre is not None:  # (before the solved problem was kept: the rounds')
-            run.solved_problem = (counters["solved_kappa"], solved_centre)
-        else:
-            run.solved_problem = run.rounds_problem()
+        run.have_dual_point = counters["have_dual_point"]
+        run._run_kappa(counters["prox_kappa"])
+        run.conjugate_total = counters["conjugate_total"]
+        run.solved_problem = (counters["solved_kappa"], solved_centre)
         run.participation.rng.bit_generator.state = counters["participation"]
         return run
 
@@ -606,7 +594,7 @@ def mean_arrays(name, mean):
 
 
 def mean_from_arrays(name, saved):
-    """The running mean :func:`mean_arrays` saved (None: none, or saved before it was)."""
+    """The running mean :func:`mean_arrays` saved (None: none)."""
     if f"{name}.counts" not in saved.files:
         return None
     epoch, previous_count, count = (int(v) for v in saved[f"{name}.counts"])

@@ -259,6 +259,21 @@ def test_a_damaged_or_missing_file_is_named(tmp_path, engine, name, damage):
                    resume=True)
 
 
+@pytest.mark.parametrize("dropped", ["dual_point_alpha", "prox_centre", "solved_centre"])
+def test_an_engine_file_without_an_array_is_refused(tmp_path, dropped):
+    """The batched engine's file holds every state array (kappa 0 or not): one that
+    lacks any is refused by name, never resumed from zeros."""
+    fed, settings = job.problem()
+    run_hyfdca(fed, settings, max_rounds=2, engine="batched", checkpoint=tmp_path)
+    path = tmp_path / "round-000002" / "engine.npz"
+    with np.load(path) as saved:
+        kept = {key: saved[key] for key in saved.files if key != dropped}
+    np.savez(path.with_suffix(""), **kept)  # np.savez appends ".npz"
+    with pytest.raises(CheckpointError, match=f"lacks the arrays .*{dropped}"):
+        run_hyfdca(fed, settings, max_rounds=4, engine="batched", checkpoint=tmp_path,
+                   resume=True)
+
+
 def test_a_key_mismatch_is_named(tmp_path):
     fed, settings = job.problem()
     run_hyfdca(fed, settings, max_rounds=2, crypto="mask", checkpoint=tmp_path / "a")
