@@ -184,10 +184,10 @@ class HyFDCAClassifier(ClassifierMixin, _HyFDCABase):
         Xa = self._augment(X)
         targets = ([self.classes_[1]] if self.classes_.size == 2 else list(self.classes_))
         ws, self.history_, rounds = [], [], []
+        seed = run_seed(self.random_state)
         for label in targets:
             yy = np.where(y == label, 1.0, -1.0)
-            w, history, n = self._train(split(Xa, yy, self.partition,
-                                              run_seed(self.random_state)))
+            w, history, n = self._train(split(Xa, yy, self.partition, seed))
             ws.append(w)
             self.history_.append(history)
             rounds.append(n)
