@@ -16,7 +16,9 @@ A checkpoint folder DIR holds
 Every file is written to a temporary name, flushed, fsynced and renamed; the folder is
 written under a temporary name and renamed once complete; then LATEST is replaced the same
 way. A kill at any moment leaves LATEST naming a complete checkpoint (or no LATEST at
-all). The newest KEEP checkpoints are kept.
+all); what such a kill leaves half-written (a .round-N.partial folder, a .LATEST.*.tmp
+file) is removed by the next save. The newest KEEP checkpoints, by round number, are
+kept. One run owns DIR: two runs writing one folder are not supported.
 
 The .pkl files are pickles: load only checkpoints you wrote (unpickling runs code).
 """
@@ -133,9 +135,29 @@ def save_checkpoint(directory, description, model, files):
     _fsync_folder(directory)
     write_atomic(directory / LATEST, name.encode())
     _fsync_folder(directory)
-    for old in sorted(directory.glob("round-*"))[:-KEEP]:
+    for old in sorted(_saved_rounds(directory), key=_round_number)[:-KEEP]:
         if old.name != name:
             shutil.rmtree(old)
+    _remove_leftovers(directory)
+
+
+def _round_number(folder):
+    return int(folder.name[len("round-"):])
+
+
+def _saved_rounds(directory):
+    """The checkpoint folders round-N of ``directory`` (other names are left alone)."""
+    return [folder for folder in directory.glob("round-*")
+            if folder.name[len("round-"):].isdigit() and folder.is_dir()]
+
+
+def _remove_leftovers(directory):
+    """Remove what an interrupted save left: .round-N.partial folders and LATEST's
+    temporary files (this save's own are renamed by now)."""
+    for partial in directory.glob(".round-*.partial"):
+        shutil.rmtree(partial, ignore_errors=True)
+    for temporary in directory.glob(f".{LATEST}.*.tmp"):
+        temporary.unlink(missing_ok=True)
 
 
 def latest_checkpoint(directory):

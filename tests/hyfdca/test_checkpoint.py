@@ -296,3 +296,29 @@ def test_a_failed_write_leaves_neither_file_nor_temporary_file(tmp_path, monkeyp
     with pytest.raises(OSError, match="No space"):
         write_atomic(target, b"data")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_pruning_keeps_the_newest_rounds_by_number(tmp_path):
+    """round-1000000 is newer than round-999999 although its name sorts first as text."""
+    from hyfdca._checkpoint import KEEP, save_checkpoint
+    rounds = [999_998, 999_999, 1_000_000, 1_000_001][-(KEEP + 2):]
+    for t in rounds:
+        save_checkpoint(tmp_path, dict(round=t), np.zeros(2), {})
+    kept = sorted(int(p.name.split("-")[1]) for p in tmp_path.glob("round-*"))
+    assert kept == rounds[-KEEP:]
+    assert (tmp_path / "LATEST").read_text() == f"round-{rounds[-1]}"
+
+
+def test_the_next_save_removes_what_a_killed_save_left(tmp_path):
+    """A kill during a save can leave a .round-N.partial folder (with its own temporary
+    files) and a .LATEST.*.tmp file; the next save removes them, and nothing else."""
+    from hyfdca._checkpoint import save_checkpoint
+    save_checkpoint(tmp_path, dict(round=5), np.zeros(2), {})
+    partial = tmp_path / ".round-000010.partial"
+    partial.mkdir()
+    (partial / ".run.json.x1.tmp").write_bytes(b"half")
+    (tmp_path / ".LATEST.x2.tmp").write_bytes(b"round-0000")
+    (tmp_path / "notes.txt").write_text("the user's")
+    save_checkpoint(tmp_path, dict(round=12), np.zeros(2), {})
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["LATEST", "notes.txt",
+                                                          "round-000005", "round-000012"]
