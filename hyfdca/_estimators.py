@@ -80,6 +80,11 @@ class _HyFDCABase(BaseEstimator):
         X = as_csr(X)
         if not self.fit_intercept:
             return X
+        scaling = self.intercept_scaling
+        if (isinstance(scaling, bool) or not isinstance(scaling, (int, float, np.number))
+                or not np.isfinite(scaling) or scaling <= 0):
+            raise ValueError(f"intercept_scaling must be a finite number > 0 (the bias "
+                             f"column's value), got {scaling!r}")
         bias = sp.csr_matrix(np.full((X.shape[0], 1), float(self.intercept_scaling)))
         return as_csr(sp.hstack([X, bias]))
 
@@ -148,7 +153,8 @@ class HyFDCAClassifier(ClassifierMixin, _HyFDCABase):
         ConvergenceWarning says when a fit stopped at ``max_rounds`` instead.
     fit_intercept, intercept_scaling :
         The intercept is the weight of an appended constant feature held by one client
-        per sample (liblinear's intercept_scaling; it is regularised).
+        per sample (liblinear's intercept_scaling, a finite number > 0; it is
+        regularised).
     crypto : {"plain", "paillier", "fast-paillier", "mask"}, default="plain"
         Encryption backend of the simulated protocol (``crypto.BACKENDS``; Paillier keys
         are 2048 bits). The default is plaintext on purpose: ``fit`` splits pooled data
@@ -243,6 +249,10 @@ class HyFDCARegressor(RegressorMixin, _HyFDCABase):
                          crypto=crypto, random_state=random_state, verbose=verbose)
 
     def fit(self, X, y):
+        if np.asarray(y).dtype.kind in "US":
+            raise ValueError(f"HyFDCARegressor needs numeric targets y, got dtype "
+                             f"{np.asarray(y).dtype} (for class labels use "
+                             f"HyFDCAClassifier)")
         X, y = validate_data(self, X, y, accept_sparse="csr", dtype=np.float64,
                              y_numeric=True)
         w, self.history_, self.n_iter_ = self._train(

@@ -89,6 +89,19 @@ def test_a_bad_random_state_is_named(cancer, random_state):
         HyFDCAClassifier(random_state=random_state, max_rounds=2).fit(*cancer)
 
 
+@pytest.mark.parametrize("scaling", [float("nan"), float("inf"), 0.0, -1.0, "1", True])
+def test_a_bad_intercept_scaling_is_named(cancer, scaling):
+    with pytest.raises(ValueError, match="intercept_scaling must be a finite number > 0"):
+        HyFDCAClassifier(intercept_scaling=scaling, max_rounds=2).fit(*cancer)
+
+
+def test_the_regressor_names_string_targets(cancer):
+    X, y = cancer
+    with pytest.raises(ValueError, match="needs numeric targets y, got dtype <U3 .*"
+                                         "HyFDCAClassifier"):
+        HyFDCARegressor(max_rounds=2).fit(X, np.where(y > 0, "yes", "no"))
+
+
 def test_fit_federated_checks_its_classes(cancer):
     X, y = cancer
     fed = P.horizontal(X, np.where(y > 0, 1.0, -1.0), 2)
