@@ -130,7 +130,8 @@ class FederatedDataset:
     ValueError
         Listing every problem found: block shapes that do not match their ids, ids out of
         range or repeated, empty clients, samples or features no client holds, entries
-        held by two clients, holders that disagree on a label, NaN or inf values.
+        held by two clients, holders that disagree on a label, NaN or inf values,
+        values whose squares overflow.
     """
 
     def __init__(self, blocks, n_samples, n_features):
@@ -164,6 +165,25 @@ class FederatedDataset:
                 problems.append(f"{name} held by no client: {_listing(np.flatnonzero(~held))}")
         problems += self._overlap_problems()
         problems += self._label_problems()
+        problems += self._range_problems()
+        return problems
+
+    def _range_problems(self):
+        """Finite values whose squares overflow float64: the squared row norms q_i (and
+        ||X||_F^2, sum_i y_i^2) the method divides by would be inf."""
+        with np.errstate(over="ignore"):
+            sq_norm = sum(block_sq_norm(b.X) for b in self.blocks)
+            sq_labels = sum(float(np.dot(b.y, b.y)) for b in self.blocks)
+        problems = []
+        if not np.isfinite(sq_norm):
+            largest = max(float(np.abs(b.X.data).max(initial=0.0)) for b in self.blocks)
+            problems.append(f"squared norms overflow float64 (||X||_F^2 = inf, largest "
+                            f"|x| = {largest:.3g}): rescale the features (e.g. rows to "
+                            f"unit norm)")
+        if not np.isfinite(sq_labels):
+            largest = max(float(np.abs(b.y).max(initial=0.0)) for b in self.blocks)
+            problems.append(f"squared labels overflow float64 (sum of y_i^2 = inf, "
+                            f"largest |y| = {largest:.3g}): rescale the targets")
         return problems
 
     def _overlap_problems(self):

@@ -176,6 +176,20 @@ def test_out_of_range_ids_and_shape_mismatch_are_listed():
     assert "client 0: sample ids out of range [0, 3): [5]" in text
 
 
+@pytest.mark.parametrize("x, label, message", [
+    (1e160, 1.0, "squared norms overflow float64 (||X||_F^2 = inf, largest |x| = 1e+160)"),
+    (1.0, 1e160, "squared labels overflow float64 (sum of y_i^2 = inf, largest |y| = 1e+160)"),
+])
+def test_values_whose_squares_overflow_are_named(x, label, message):
+    """Finite values the NaN check lets through, but whose squared norms (q_i, which the
+    method divides by) would be inf."""
+    X = sp.csr_matrix(np.array([[x, 1.0], [1.0, 2.0]]))
+    y = np.array([label, 1.0])
+    with pytest.raises(ValueError, match="invalid federated data set") as err:
+        FederatedDataset(_blocks(X, y, [([0, 1], [0, 1])]), 2, 2)
+    assert message in str(err.value)
+
+
 def test_conflicting_labels_are_named():
     X = sp.csr_matrix(np.eye(3))
     a = make_block(X[:, :2], [1, 1, -1], [0, 1, 2], [0, 1])
