@@ -11,6 +11,8 @@ KINDS = ("full", "fraction", "cyclic")
 
 def cyclic_subsets(fraction):
     """How many subsets take turns under cyclic participation at ``fraction``: ceil(1/f)."""
+    if not 0 < fraction <= 1:
+        raise ValueError(f"cyclic participation needs a fraction in (0, 1], got {fraction}")
     return max(1, int(np.ceil(1.0 / fraction)))
 
 

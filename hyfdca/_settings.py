@@ -312,13 +312,18 @@ class HyFDCASettings:
         loss_code(self.loss)
         checks = [
             (self.lam > 0 and np.isfinite(self.lam), f"lam must be positive, got {self.lam}"),
-            (self.smoothing > 0, f"smoothing must be positive, got {self.smoothing}"),
+            (0 < self.smoothing < np.inf,
+             f"smoothing must be a finite number > 0, got {self.smoothing}"),
             ((self.H is None) != (self.iic is None), "give exactly one of H and iic"),
-            (self.H is None or int(self.H) >= 1, f"H must be >= 1, got {self.H}"),
-            (self.iic is None or self.iic > 0, f"iic must be positive, got {self.iic}"),
-            (int(self.min_H) >= 1, f"min_H must be >= 1, got {self.min_H}"),
-            (self.sigma == "safe" or (isinstance(self.sigma, (int, float)) and self.sigma > 0),
-             f"sigma must be a positive number or 'safe', got {self.sigma!r}"),
+            (self.H is None or (_whole(self.H) and self.H >= 1),
+             f"H must be a whole number >= 1, got {self.H!r}"),
+            (self.iic is None or 0 < self.iic < np.inf,
+             f"iic must be a finite number > 0, got {self.iic}"),
+            (_whole(self.min_H) and self.min_H >= 1,
+             f"min_H must be a whole number >= 1, got {self.min_H!r}"),
+            (self.sigma == "safe" or (isinstance(self.sigma, (int, float))
+                                      and 0 < self.sigma < np.inf),
+             f"sigma must be a finite number > 0 or 'safe', got {self.sigma!r}"),
             (self.rho in ("one", "norm"), f"rho must be 'one' or 'norm', got {self.rho!r}"),
             (self.sampling in ("shared", "independent"),
              f"sampling must be 'shared' or 'independent', got {self.sampling!r}"),
@@ -600,6 +605,12 @@ def _preset_values(name, lam):
     if name in IIC_LAM_SCALED:
         values["iic"] *= _lam_factor(lam, IIC_LAM_POWER)
     return values
+
+
+def _whole(value):
+    """An int, or a float with no fractional part (never a bool)."""
+    return (not isinstance(value, bool) and isinstance(value, (int, np.integer, float))
+            and float(value).is_integer())
 
 
 def _lam_factor(lam, power):

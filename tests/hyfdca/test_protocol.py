@@ -218,11 +218,18 @@ def test_history_exports(small, tmp_path, p_star):
 
 @pytest.mark.parametrize("kwargs, message", [
     (dict(H=None, iic=None, variant="paper"), None),
-    (dict(H=0), "H must be >= 1"),
+    (dict(H=0), "H must be a whole number >= 1, got 0"),
+    (dict(H=2.5), "H must be a whole number >= 1, got 2.5"),   # never truncated to 2
+    (dict(H=True), "H must be a whole number >= 1, got True"),
     (dict(H=5, iic=0.1), "give exactly one of H and iic"),
-    (dict(H=5, sigma=-1.0), "sigma must be a positive number or 'safe'"),
+    (dict(H=5, sigma=-1.0), "sigma must be a finite number > 0 or 'safe'"),
+    (dict(sigma=float("inf")), "sigma must be a finite number > 0 or 'safe', got inf"),
+    (dict(iic=float("inf")), "iic must be a finite number > 0, got inf"),
+    (dict(smoothing=float("inf")), "smoothing must be a finite number > 0, got inf"),
     (dict(H=5, participation="some"), "participation must be one of"),
     (dict(H=5, fraction=0.0), "fraction must be in (0, 1]"),
+    (dict(participation="cyclic", fraction=0.0),   # auto picks its preset by the cycle
+     "cyclic participation needs a fraction in (0, 1], got 0.0"),
     (dict(H=5, variant="best"), "unknown variant 'best'"),
 ])
 def test_settings_errors(kwargs, message):
