@@ -327,6 +327,21 @@ def cmd_app(args):
     return 0
 
 
+def _whole_number(minimum):
+    """An argparse type: a whole number >= ``minimum``, refused by name otherwise."""
+    def parse(text):
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be a whole number >= {minimum}, got "
+                                             f"{text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be a whole number >= {minimum}, got "
+                                             f"{value}")
+        return value
+    return parse
+
+
 def _add_problem_options(p, *, dataset, partition, participation, fraction, lam):
     """Data set, partition, participation, lam, H or iic, variant: choices from the
     registries (catalogue, participation kinds, variants)."""
@@ -337,16 +352,16 @@ def _add_problem_options(p, *, dataset, partition, participation, fraction, lam)
                    help="clients available per round (fraction), or 1/subsets (cyclic)")
     p.add_argument("--lam", type=float, default=lam, help="L2 weight lambda")
     group = p.add_mutually_exclusive_group()
-    group.add_argument("--H", type=int, help="inner steps per client and round")
+    group.add_argument("--H", type=_whole_number(1), help="inner steps per client and round")
     group.add_argument("--iic", type=float,
                        help="inner-iterations constant: H = iic x local samples")
     p.add_argument("--variant", default=DEFAULT_VARIANT, choices=VARIANT_NAMES)
-    p.add_argument("--draw-block", type=int, default=1,
+    p.add_argument("--draw-block", type=_whole_number(1), default=1,
                    help="draw samples in blocks of this many of one holder set (the "
                         "packed backend's slots: a round moves fewer ciphertexts)")
     p.add_argument("--positive-class", type=int, default=0,
                    help="multi-class data: index of the class trained one-vs-rest")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=_whole_number(0), default=0)
 
 
 def _add_train_options(p, *, dataset, partition, participation, fraction, lam, rounds,
@@ -357,7 +372,8 @@ def _add_train_options(p, *, dataset, partition, participation, fraction, lam, r
     p.add_argument("--second-inner-product", action="store_true", default=None,
                    help="phase E every round (default: the variant's own; auto runs it where "
                         "the proximal outer loop is strong)")
-    p.add_argument("--rounds", type=int, default=rounds, help="maximum outer iterations")
+    p.add_argument("--rounds", type=_whole_number(0), default=rounds,
+                   help="maximum outer iterations")
     p.add_argument("--tol", type=float, default=None, help="stop at this duality gap")
     p.add_argument("--rel-tol", type=float, default=None,
                    help="stop at this relative duality gap (P - D) / P")
@@ -368,7 +384,7 @@ def _add_train_options(p, *, dataset, partition, participation, fraction, lam, r
     p.add_argument("--checkpoint", default=None, metavar="DIR",
                    help="checkpoint folder, kept after the run (default: OUTPUT/checkpoint, "
                         "removed when the run finishes)")
-    p.add_argument("--checkpoint-every", type=int, default=100, metavar="ROUNDS",
+    p.add_argument("--checkpoint-every", type=_whole_number(1), default=100, metavar="ROUNDS",
                    help="rounds between checkpoints (one is also written at the end)")
     p.add_argument("--resume", action="store_true",
                    help="continue the run saved in the checkpoint folder")
@@ -404,11 +420,12 @@ def build_parser():
     p.add_argument("--key-bits", default="2048",
                    help="comma-separated key sizes for backends with keys (2048, 3072; "
                         "under 2048 only for quick tests)")
-    p.add_argument("--n-values", type=int, default=200, help="values per vector")
-    p.add_argument("--repeats", type=int, default=1, help="best of this many timings")
+    p.add_argument("--n-values", type=_whole_number(1), default=200, help="values per vector")
+    p.add_argument("--repeats", type=_whole_number(1), default=1, help="best of this many timings")
     _add_problem_options(p, dataset="breast_cancer", partition="3x3",
                          participation="fraction", fraction=0.5, lam=1e-2)
-    p.add_argument("--rounds", type=int, default=3, help="timed HyFDCA rounds per backend")
+    p.add_argument("--rounds", type=_whole_number(1), default=3,
+                   help="timed HyFDCA rounds per backend")
     p.add_argument("--output", default="hyfdca-profile", help="folder for tables and plot")
     p.set_defaults(func=cmd_profile)
 
@@ -436,21 +453,21 @@ def build_parser():
 
     p = sub.add_parser("app", help="write the Flower app folder of a HyFDCA job",
                        description=cmd_app.__doc__)
-    p.add_argument("--num-clients", type=int, required=True)
+    p.add_argument("--num-clients", type=_whole_number(1), required=True)
     p.add_argument("--server-keys", required=True, help="server.keys of `hyfdca keys`")
     p.add_argument("--participation", default="fraction", choices=PARTICIPATION_KINDS)
     p.add_argument("--fraction", type=float, default=1.0)
     p.add_argument("--lam", type=float, default=1e-4)
     p.add_argument("--loss", default="hinge", choices=sorted(LOSS_CODES))
     group = p.add_mutually_exclusive_group()
-    group.add_argument("--H", type=int)
+    group.add_argument("--H", type=_whole_number(1))
     group.add_argument("--iic", type=float)
     p.add_argument("--variant", default=DEFAULT_VARIANT, choices=VARIANT_NAMES)
-    p.add_argument("--draw-block", type=int, default=1,
+    p.add_argument("--draw-block", type=_whole_number(1), default=1,
                    help="draw samples in blocks of this many of one holder set")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=_whole_number(0), default=0)
     p.add_argument("--frac-bits", type=int, default=32)
-    p.add_argument("--rounds", type=int, default=100)
+    p.add_argument("--rounds", type=_whole_number(0), default=100)
     p.add_argument("--eval-every", type=int, default=10)
     p.add_argument("--rel-tol", type=float, default=None)
     p.add_argument("--phase-timeout", type=float, default=None,
@@ -458,7 +475,7 @@ def build_parser():
                         "in time is absent and may rejoin (default 300; 0: no limit, a "
                         "party that does not answer stops the run; participation 'full' "
                         "allows only 0)")
-    p.add_argument("--predict-samples", type=int, default=0,
+    p.add_argument("--predict-samples", type=_whole_number(0), default=0,
                    help="after training, predict this many new samples from each party's "
                         "predict-file")
     p.add_argument("--results", default="hyfdca-results",
@@ -478,8 +495,9 @@ def build_parser():
     p.add_argument("--methods", default=None,
                    help="comma-separated methods (default HyFDCA,FedAvg,HyFEM; also D3CA, "
                         "ADMM (full participation only))")
-    p.add_argument("--rounds", type=int, default=None, help="outer iterations per final run")
-    p.add_argument("--tune-rounds", type=int, default=None, help="rounds per search candidate")
+    p.add_argument("--rounds", type=_whole_number(1), default=None,
+                   help="outer iterations per final run")
+    p.add_argument("--tune-rounds", type=_whole_number(1), default=None, help="rounds per search candidate")
     p.add_argument("--max-candidates", type=int, default=None,
                    help="random-search draws of HyFDCA per setting")
     p.add_argument("--baseline-candidates", type=int, default=None,
@@ -508,7 +526,7 @@ def build_parser():
     p.add_argument("--engine", choices=ENGINES, default="batched",
                    help="HyFDCA's engine: batched (all clients per Numba call) or protocol "
                         "(per-client messages); same iterates and operation counts")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=_whole_number(0), default=0)
     p.add_argument("--output", default="hyfdca-experiment")
     p.add_argument("--report-only", action="store_true",
                    help="run no comparison: redraw the figures and tables from those "

@@ -82,6 +82,22 @@ def test_a_class_index_out_of_range_is_a_clear_error(tmp_path, capsys):
     assert "eval_every must be a whole number >= 1, got 0" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("command, option, value, minimum", [
+    ("run", "--seed", "-1", 0), ("run", "--rounds", "-3", 0), ("run", "--H", "2.5", 1),
+    ("run", "--checkpoint-every", "0", 1), ("app", "--num-clients", "0", 1),
+    ("profile", "--repeats", "0", 1),
+])
+def test_a_count_out_of_range_is_refused_by_name(tmp_path, capsys, command, option, value,
+                                                 minimum):
+    """Before any work (no data loaded, no P* solved), never passed on to a library."""
+    with pytest.raises(SystemExit) as stop:
+        main([command, option, value, "--output", str(tmp_path / "out")])
+    assert stop.value.code == 2
+    assert (f"argument {option}: must be a whole number >= {minimum}, got"
+            in capsys.readouterr().err)
+    assert not (tmp_path / "out").exists()
+
+
 def test_rel_tol_stops_the_run_at_a_relative_gap(tmp_path):
     out = tmp_path / "out"
     assert main(["demo", "--rounds", "2000", "--rel-tol", "0.05", "--quiet",
