@@ -37,6 +37,11 @@ class Comparison:
     latency: float
     at_defaults: dict = field(default_factory=dict)  # method -> History at its defaults
                                     # (same rounds), where the search chose otherwise
+    diverged: dict = field(default_factory=dict)  # (mode, method) -> the error of a long
+                                    # run that diverged ("iteration", "time", "defaults")
+
+    def __setstate__(self, state):   # comparisons saved before ``diverged`` existed
+        self.__dict__.update(dict(diverged={}, **state))
 
 
 def truncate_by_time(history, budget, latency):
@@ -60,7 +65,8 @@ def compare(name, problem, methods, *, rounds, tune_rounds, max_candidates=8,
     ``n_jobs`` runs at once (joblib processes, each run's BLAS on one thread; the same
     result as one after the other): each method's candidates, then the long runs in two
     batches (equal iterations; then equal time and the defaults). A long run that
-    diverges raises its error once its batch has finished."""
+    diverges is left out of its mode and recorded in ``diverged``; a method whose run of
+    equal iterations diverged has no run of equal time."""
     if baseline_candidates is None:
         baseline_candidates = max_candidates
     tunings = {m: tune(m, problem, rounds=tune_rounds,
@@ -70,18 +76,24 @@ def compare(name, problem, methods, *, rounds, tune_rounds, max_candidates=8,
                for m in methods if applicable(m, problem)}
     viable = {m: t.params for m, t in tunings.items() if t.params is not None}
 
-    def long_runs(calls):   # {key: History} of [(key, method, params, rounds)]
+    diverged = {}
+
+    def long_runs(calls):   # {(mode, method): History} of [(mode, method, params, rounds)]
         outcomes = run_many(run, problem, [
             (m, params, dict(rounds=n, eval_every=eval_every, costs=costs))
             for _, m, params, n in calls], n_jobs)
-        for outcome in outcomes:
+        finished = {}
+        for (mode, m, *_), outcome in zip(calls, outcomes):
             if isinstance(outcome, DIVERGENCE_ERRORS):
-                raise outcome
-        return {key: outcome for (key, *_), outcome in zip(calls, outcomes)}
+                diverged[mode, m] = f"{type(outcome).__name__}: {outcome}"
+            else:
+                finished[mode, m] = outcome
+        return finished
 
-    by_iteration = long_runs([(m, m, params, rounds) for m, params in viable.items()])
+    by_iteration = {m: history for (_, m), history in long_runs(
+        [("iteration", m, params, rounds) for m, params in viable.items()]).items()}
     defaults = {m: default_params(m, problem.lam) for m in viable}
-    later = [(("defaults", m), m, defaults[m], rounds)
+    later = [("defaults", m, defaults[m], rounds)
              for m, params in viable.items() if params != defaults[m]]
     budget = (by_iteration["HyFDCA"].simulated_time(latency)[-1]
               if "HyFDCA" in by_iteration else None)
@@ -91,19 +103,21 @@ def compare(name, problem, methods, *, rounds, tune_rounds, max_candidates=8,
             n = rounds if m == "HyFDCA" else min(time_round_cap * rounds,
                                                    math.ceil(budget / max(per_round, 1e-12)))
             if n != rounds:
-                later.append((("time", m), m, viable[m], n))
+                later.append(("time", m, viable[m], n))
     done = long_runs(later)
     by_time = {} if budget is None else {
         m: truncate_by_time(done.get(("time", m), history), budget, latency)
-        for m, history in by_iteration.items()}
-    at_defaults = {m: done[("defaults", m)] for m in viable if ("defaults", m) in done}
-    return Comparison(name, tunings, by_iteration, by_time, latency, at_defaults)
+        for m, history in by_iteration.items() if ("time", m) not in diverged}
+    at_defaults = {m: done["defaults", m] for m in viable if ("defaults", m) in done}
+    return Comparison(name, tunings, by_iteration, by_time, latency, at_defaults,
+                      diverged)
 
 
 def with_defaults(comparison):
     """The equal-iteration runs with every method at its defaults (its tuned run where
-    the search chose the defaults)."""
-    return {**comparison.by_iteration, **comparison.at_defaults}
+    the search chose the defaults; none where its run at the defaults diverged)."""
+    runs = {**comparison.by_iteration, **comparison.at_defaults}
+    return {m: h for m, h in runs.items() if ("defaults", m) not in comparison.diverged}
 
 
 def final_values(history, last=5):

@@ -131,8 +131,11 @@ def verdict_table(comparisons, reference=("36/36", "33/36")):
         tm = winners(comp.by_time) if comp.by_time else ("-", "-")
         df = winners(with_defaults(comp)) if comp.by_iteration else ("-", "-")
         hy = comp.by_iteration.get("HyFDCA")
-        own = "diverged" if hy is None else "{:.3g} / {:.3f}".format(*final_values(hy))
-        if hy is None:
+        own = ("{:.3g} / {:.3f}".format(*final_values(hy)) if hy is not None
+               else "diverged" if "HyFDCA" in comp.tunings else "not run")
+        if ("defaults", "HyFDCA") in comp.diverged:
+            defaults = "diverged"
+        elif "HyFDCA" not in comp.tunings:
             defaults = "-"
         elif "HyFDCA" not in comp.at_defaults:
             defaults = "= tuned"
@@ -145,6 +148,12 @@ def verdict_table(comparisons, reference=("36/36", "33/36")):
         wins_defaults += sum(w == "HyFDCA" for w in df)
         total += 2
     lines.append("")
+    failed = [f"{comp.name}: {method} ({mode})" for comp in comparisons
+              for mode, method in comp.diverged]
+    if failed:
+        lines.append("Long runs that diverged (left out of their mode): "
+                     + "; ".join(failed) + ".")
+        lines.append("")
     lines.append(f"HyFDCA wins {wins_iter}/{total} comparisons by outer iterations (paper: "
                  f"{reference[0]}) and {wins_time}/{total} by wall time (paper: "
                  f"{reference[1]}); with every method at its defaults instead of the "
@@ -163,11 +172,14 @@ def tuning_table(comparisons):
             params = "none viable" if t.params is None else ", ".join(
                 f"{k}={v:.3g}" for k, v in t.params.items()) or "defaults"
             finals = "-"
-            if method in comp.by_iteration:
-                chosen = final_values(comp.by_iteration[method])[0]
+            if method in comp.by_iteration or ("iteration", method) in comp.diverged:
+                history = comp.by_iteration.get(method)
+                chosen = ("diverged" if history is None
+                          else f"{final_values(history)[0]:.3g}")
                 default = comp.at_defaults.get(method)
-                finals = f"{chosen:.3g} / " + (
-                    "= chosen" if default is None else f"{final_values(default)[0]:.3g}")
+                finals = f"{chosen} / " + (
+                    "diverged" if ("defaults", method) in comp.diverged
+                    else "= chosen" if default is None else f"{final_values(default)[0]:.3g}")
             lines.append(f"| {comp.name} | {method} | {t.tried} | {t.divergent} | {params} "
                          f"| {finals} |")
     return "\n".join(lines)

@@ -78,6 +78,10 @@ def test_graph_projection_is_exact(monkeypatch, shape, path):
     x0 = rng.normal(size=shape[1])
     x1, y1 = project(x0, A @ x0)
     np.testing.assert_allclose(x1, x0, atol=1e-10)
+    # its counted work: the products with A (two if tall, else three), the solves, x
+    size = min(shape)
+    solve = size * size if path == "cholesky" else project.lu.L.nnz + project.lu.U.nnz
+    assert project.ops == (2 if shape[1] <= shape[0] else 3) * A.nnz + solve + shape[1]
 
 
 @pytest.mark.parametrize("layout", ["2x2", "1x3", "3x1", "overlapping"])
@@ -114,8 +118,11 @@ def test_partial_participation_is_refused(small, kwargs):
 
 def test_round_record_and_bad_rho(small):
     fed = P.hybrid_grid(*small, 2, 2)
-    record = BlockSplittingADMM(fed).step()
+    method = BlockSplittingADMM(fed)
+    record = method.step()
     assert record["rtc"] == 1 and record["available"] == 4 and record["bytes_up"] > 0
+    assert record["compute_ops"] == max(p.ops + ids.size for p, ids in
+                                        zip(method.projectors, method.prox_samples))
     with pytest.raises(ValueError, match="rho must be positive"):
         BlockSplittingADMM(fed, rho=0.0)
 

@@ -12,7 +12,7 @@ from feddata.history import History
 from hyfdca._signals import Terminated
 from hyfdca.cli import main
 from hyfdca.experiments._compare import truncate_by_time
-from hyfdca.experiments._methods import charge_encryption, default_params
+from hyfdca.experiments._methods import charge_compute, charge_encryption, default_params
 from hyfdca.experiments._report import summary_rows, tuning_table
 from hyfdca.experiments._metrics import diverged
 
@@ -152,12 +152,16 @@ def test_deterministic_time_model_charges_counted_work(problem):
     assert ops[0] == ops[1] and min(ops[0]) > 0
     for method in ("FedAvg", "HyFEM", "D3CA"):
         runs[method] = E.run_method(method, det, {}, rounds=3)
+    runs["ADMM"] = E.run_method("ADMM", replace(det, participation="full", fraction=1.0),
+                                {}, rounds=3)
     for history in runs.values():
         for r in history.rounds:
             assert r["compute_ops"] > 0
             assert r["compute_seconds"] == r["compute_ops"] * E.SECONDS_PER_OP
-    with pytest.raises(ValueError, match="does not count its local work"):
-        E.run_method("ADMM", replace(det, participation="full", fraction=1.0), {}, rounds=2)
+    uncounted = History(p_star=1.0)
+    uncounted.rounds = [dict(runs["FedAvg"].rounds[0], compute_ops=float("nan"))]
+    with pytest.raises(ValueError, match="Mine does not count its local work"):
+        charge_compute(uncounted, "Mine")
 
 
 def test_deterministic_suite_gives_the_same_bits_twice(tmp_path):
@@ -506,6 +510,52 @@ def test_the_suite_runs_end_to_end(tmp_path, capsys):
     last = printed.strip().splitlines()[-1]
     assert last.startswith("headline: hyfdca_wins_iter=") and last.endswith("/8")
     assert " defaults_wins_iter=" in last
+
+
+@pytest.mark.parametrize("method, mode", [("FedAvg", "iteration"), ("FedAvg", "time"),
+                                          ("FedAvg", "defaults"), ("HyFDCA", "iteration")])
+def test_a_long_run_that_diverges_is_recorded_and_the_comparison_goes_on(problem, method,
+                                                                         mode):
+    """A long run that overflows is left out of its mode and named in the verdict; the
+    other runs are those of the comparison without it (they never raised before)."""
+    problem = dataclasses.replace(problem, deterministic=True)   # the same tuning twice
+    rounds, tune_rounds = 6, 3
+    options = dict(rounds=rounds, tune_rounds=tune_rounds, max_candidates=2)
+    whole = E.compare("s", problem, ["HyFDCA", "FedAvg"], **options)
+    fedavg_params = whole.tunings["FedAvg"].params
+    time_rounds = len(whole.by_time["FedAvg"].rounds)
+    assert (fedavg_params != default_params("FedAvg", problem.lam)  # every mode runs
+            and time_rounds != rounds)
+
+    def run(m, prob, params, *, rounds, **kwargs):
+        in_mode = {"iteration": rounds == options["rounds"] and params == (
+                       whole.tunings[m].params),
+                   "time": rounds not in (options["rounds"], tune_rounds),
+                   "defaults": rounds == options["rounds"] and params == (
+                       default_params(m, prob.lam))}[mode]
+        if m == method and in_mode:
+            raise OverflowError("the iterates blew up")
+        return E.run_method(m, prob, params, rounds=rounds, **kwargs)
+
+    comp = E.compare("s", problem, ["HyFDCA", "FedAvg"], run=run, **options)
+    assert comp.diverged == {(mode, method): "OverflowError: the iterates blew up"}
+    kept = {"iteration": comp.by_iteration, "time": comp.by_time,
+            "defaults": comp.at_defaults}
+    assert method not in kept[mode]
+    if method == "HyFDCA":       # no budget: no run of equal time
+        assert comp.by_time == {} and comp.by_iteration.keys() == {"FedAvg"}
+    untimed = [lambda h: [{k: v for k, v in r.items() if k != "protocol_seconds"}
+                          for r in h.rounds]][0]
+    for name, runs in kept.items():
+        before = getattr(whole, {"iteration": "by_iteration", "time": "by_time",
+                                 "defaults": "at_defaults"}[name])
+        for m, history in runs.items():
+            assert untimed(history) == untimed(before[m])
+    table, wins_iter, *_ = E.verdict_table([comp])
+    assert f"Long runs that diverged (left out of their mode): s: {method} ({mode})" in table
+    if method == "HyFDCA":
+        assert "| diverged |" in table and wins_iter == 0
+    assert method not in E.with_defaults(comp) or mode != "defaults"
 
 
 def test_methods_that_cannot_run_a_setting_are_left_out(problem):
