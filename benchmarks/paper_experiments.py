@@ -24,7 +24,7 @@ from hyfdca.cli import main  # noqa: E402
 
 if __name__ == "__main__":
     args = sys.argv[1:]
-    if "--output" not in args:
+    if not any(a == "--output" or a.startswith("--output=") for a in args):
         name = "paper_experiments_quick" if "--quick" in args else "paper_experiments"
         args += ["--output", str(Path(__file__).resolve().parent / "results" / name)]
     sys.exit(main(["experiment", *args]))

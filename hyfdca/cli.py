@@ -111,6 +111,8 @@ def cmd_train(args):
 def prepare_output(path):
     """The output folder, created and checked writable before any work starts (an error
     after training would lose the run)."""
+    if not str(path).strip():
+        raise SystemExit("hyfdca: the output folder's name is empty")
     out = Path(path)
     if out.exists() and not out.is_dir():
         raise SystemExit(f"hyfdca: the output folder {out} is a file")
@@ -197,7 +199,6 @@ def cmd_experiment(args):
         if not (Path(args.output) / "comparisons").is_dir():
             raise SystemExit(f"--report-only: {args.output}/comparisons does not exist; "
                              "give the --output of the run to report")
-    prepare_output(args.output)
     config = dict(experiments.QUICK if args.quick else experiments.FULL)
     for key in ("rounds", "tune_rounds", "max_candidates", "baseline_candidates",
                 "eval_every"):
@@ -211,11 +212,23 @@ def cmd_experiment(args):
                              f"{sorted(config['datasets'])}")
         config["datasets"] = {k: v for k, v in config["datasets"].items() if k in wanted}
     if args.partitions:
-        keep = set(args.partitions.split(","))
+        keep = args.partitions.split(",")
+        offered = {p for partitions in config["datasets"].values() for p in partitions}
+        unknown = sorted(set(keep) - offered)
+        if unknown:
+            raise SystemExit(f"partition(s) {unknown} not in this experiment's data sets: "
+                             f"{sorted(offered)}")
         config["datasets"] = {k: tuple(p for p in v if p in keep)
                               for k, v in config["datasets"].items()}
     if args.fractions:
-        config["fractions"] = tuple(float(f) for f in args.fractions.split(","))
+        try:
+            config["fractions"] = tuple(float(f) for f in args.fractions.split(","))
+        except ValueError:
+            raise SystemExit(f"--fractions: not a comma-separated list of numbers: "
+                             f"{args.fractions!r}") from None
+    if args.jobs == 0 or args.jobs < -1:
+        raise SystemExit(f"--jobs must be -1 (one per core) or a whole number >= 1, got "
+                         f"{args.jobs}")
     costs = None
     if args.deterministic and args.key_bits != 2048:
         raise SystemExit("--deterministic charges the reference costs of 2048-bit keys; "
@@ -241,6 +254,11 @@ def cmd_experiment(args):
     if unknown:
         raise SystemExit(f"unknown method(s) {unknown}; known: {list(experiments.ALL_METHODS)}")
     try:
+        experiments.check_config(config)
+    except ValueError as err:
+        raise SystemExit(f"hyfdca experiment: {err}") from None
+    prepare_output(args.output)
+    try:
         _, wins_iter, wins_time, total, wins_defaults = experiments.run_suite(
             config, args.output, methods=methods, costs=costs, latency=args.latency,
             seed=args.seed, engine=args.engine, deterministic=args.deterministic,
@@ -255,7 +273,7 @@ def cmd_experiment(args):
               f"{args.output}/comparisons; {resumable}",
               file=sys.stderr)
         return 143 if terminated else 130
-    print((open(f"{args.output}/verdict.md").read()))
+    print((Path(args.output) / "verdict.md").read_text())
     print(f"figures and tables in {args.output}/")
     print(f"headline: hyfdca_wins_iter={wins_iter}/{total} hyfdca_wins_time={wins_time}/{total}"
           f" defaults_wins_iter={wins_defaults}/{total}")
@@ -497,13 +515,14 @@ def build_parser():
                         "ADMM (full participation only))")
     p.add_argument("--rounds", type=_whole_number(1), default=None,
                    help="outer iterations per final run")
-    p.add_argument("--tune-rounds", type=_whole_number(1), default=None, help="rounds per search candidate")
-    p.add_argument("--max-candidates", type=int, default=None,
+    p.add_argument("--tune-rounds", type=_whole_number(1), default=None,
+                   help="rounds per search candidate")
+    p.add_argument("--max-candidates", type=_whole_number(1), default=None,
                    help="random-search draws of HyFDCA per setting")
-    p.add_argument("--baseline-candidates", type=int, default=None,
+    p.add_argument("--baseline-candidates", type=_whole_number(1), default=None,
                    help="random-search draws of each baseline per setting (default: as "
                         "--max-candidates)")
-    p.add_argument("--eval-every", type=int, default=None,
+    p.add_argument("--eval-every", type=_whole_number(1), default=None,
                    help="rounds between evaluations (primal, accuracy)")
     p.add_argument("--backend", default="paillier", choices=sorted(set(BACKENDS) - {"bfv"}),
                    help="crypto backend whose measured costs HyFDCA's rounds are charged "

@@ -41,7 +41,7 @@ class Comparison:
                                     # run that diverged ("iteration", "time", "defaults")
 
     def __setstate__(self, state):   # comparisons saved before ``diverged`` existed
-        self.__dict__.update(dict(diverged={}, **state))
+        self.__dict__.update({"diverged": {}, **state})
 
 
 def truncate_by_time(history, budget, latency):

@@ -75,9 +75,15 @@ def _log(message):
     print(message, flush=True)
 
 
-def compare_on_one_blas_thread(*args, **kwargs):
+def compare_on_one_blas_thread(*args, code, **kwargs):
     """:func:`compare` with the BLAS libraries limited to one thread, in whichever process
-    runs it (the suite's own, a joblib worker or a Dask worker)."""
+    runs it (the suite's own, a joblib worker or a Dask worker), once that process's
+    source digest is found to be ``code``, the one its result is saved under."""
+    here = source_digest()
+    if here != code:
+        raise RuntimeError(f"this worker runs other code (source digest {here[:12]}) than "
+                           f"the suite that sent it the comparison ({code[:12]}): install "
+                           f"the same checkout on every worker")
     with threadpool_limits(limits=1, user_api="blas"):
         return compare(*args, **kwargs)
 
@@ -182,6 +188,26 @@ def _load_saved(path, fingerprint, *, any_code=False):
         return None
 
 
+def check_config(config):
+    """ValueError naming what of ``config`` no comparison can run, before any work."""
+    problems = [f"fraction {f!r} is not in (0, 1]" for f in config["fractions"]
+                if not (isinstance(f, (int, float)) and 0 < f <= 1)]
+    counts = dict(rounds=config["rounds"], tune_rounds=config["tune_rounds"],
+                  max_candidates=config["max_candidates"],
+                  eval_every=config.get("eval_every", 1))
+    problems += [f"{key} must be a whole number >= 1, got {value!r}"
+                 for key, value in counts.items()
+                 if not (isinstance(value, int) and value >= 1)]
+    candidates = config.get("baseline_candidates")
+    if candidates is not None and not (isinstance(candidates, int) and candidates >= 1):
+        problems.append(f"baseline_candidates must be a whole number >= 1, got "
+                        f"{candidates!r}")
+    if not any(config["datasets"].values()) or not config["fractions"]:
+        problems.append("these settings name no comparison (no partition or no fraction)")
+    if problems:
+        raise ValueError("experiment settings: " + "; ".join(problems))
+
+
 def run_suite(config, output, *, methods=METHODS, costs=None, latency=0.2575, seed=0,
               engine="batched", deterministic=False, n_jobs=1, scheduler=None,
               report_only=False, log=_log):
@@ -200,6 +226,7 @@ def run_suite(config, output, *, methods=METHODS, costs=None, latency=0.2575, se
     ``report_only``: run nothing; draw the figures and tables from the saved comparisons
     of these settings whatever code ran them (say which), or raise ValueError naming
     those that are missing."""
+    check_config(config)
     if deterministic and config.get("budget_seconds") is not None:
         config = dict(config, budget_seconds=None)
     out = Path(output).resolve()   # the same folder for every worker
@@ -218,8 +245,10 @@ def run_suite(config, output, *, methods=METHODS, costs=None, latency=0.2575, se
         for partition in partitions:
             fed, validation, p_star = prepare(name, partition, lam=config["lam"], seed=seed)
             for fraction in config["fractions"]:
-                problem = Problem(fed, "hinge", config["lam"], "fraction", fraction, p_star,
-                                  validation, seed, engine, deterministic)
+                # every client in every round is full participation (HyFDCA's auto-full)
+                participation = "full" if fraction == 1 else "fraction"
+                problem = Problem(fed, "hinge", config["lam"], participation, fraction,
+                                  p_star, validation, seed, engine, deterministic)
                 settings.setdefault(name, []).append(
                     (f"{name} {partition} f={fraction:g}", problem))
     jobs = [job for per_dataset in settings.values() for job in per_dataset]
@@ -271,7 +300,7 @@ def run_suite(config, output, *, methods=METHODS, costs=None, latency=0.2575, se
         outer = -1 if scheduler else 1 if inner > 1 else n_jobs
         results = Parallel(n_jobs=outer, return_as="generator_unordered")(
             delayed(compare_on_one_blas_thread)(label, problem, methods, run=runs[label],
-                                                n_jobs=inner, **options)
+                                                n_jobs=inner, code=code, **options)
             for label, problem in todo)
         for comp in results:   # saved as each finishes
             write_atomic(_saved_path(saved, comp.name),   # fingerprint first, then comp

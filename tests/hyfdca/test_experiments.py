@@ -3,6 +3,7 @@ a CI-sized run of the whole suite."""
 
 import dataclasses
 import json
+import re
 
 import numpy as np
 import pytest
@@ -175,6 +176,39 @@ def test_deterministic_suite_gives_the_same_bits_twice(tmp_path):
         outputs.append((tmp_path / name / "results.json").read_bytes())
     assert outputs[0] == outputs[1]
     assert b"simulated_seconds" in outputs[0]
+
+
+def test_a_fraction_of_one_is_full_participation(tmp_path, problem):
+    """Every client in every round: HyFDCA runs its full-participation preset (auto-full),
+    the run of a Problem with participation "full", and ADMM takes part."""
+    config = dict(E.QUICK, datasets={"breast_cancer": ("2x2",)}, fractions=(1.0,),
+                  rounds=6, tune_rounds=3, max_candidates=1)
+    (comp,), *_ = E.run_suite(config, tmp_path, methods=["HyFDCA", "ADMM"],
+                              deterministic=True, log=lambda _: None)
+    assert set(comp.by_iteration) == {"HyFDCA", "ADMM"}
+    full = dataclasses.replace(problem, participation="full", fraction=1.0,
+                               deterministic=True)
+    alone = E.run_method("HyFDCA", full, comp.tunings["HyFDCA"].params, rounds=6)
+    assert ([r["step"] for r in comp.by_iteration["HyFDCA"].rounds]
+            == [r["step"] for r in alone.rounds])
+    fraction = E.run_method("HyFDCA", dataclasses.replace(full, participation="fraction"),
+                            comp.tunings["HyFDCA"].params, rounds=6)
+    assert [r["step"] for r in fraction.rounds] != [r["step"] for r in alone.rounds]
+
+
+@pytest.mark.parametrize("change, message", [
+    (dict(fractions=(0.5, 1.5)), "fraction 1.5 is not in (0, 1]"),
+    (dict(fractions=(0.0,)), "fraction 0.0 is not in (0, 1]"),
+    (dict(max_candidates=0), "max_candidates must be a whole number >= 1, got 0"),
+    (dict(baseline_candidates=0), "baseline_candidates must be a whole number >= 1, got 0"),
+    (dict(eval_every=0), "eval_every must be a whole number >= 1, got 0"),
+    (dict(datasets={"breast_cancer": ()}), "these settings name no comparison"),
+])
+def test_settings_no_comparison_can_run_are_refused_before_any_work(tmp_path, change,
+                                                                    message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        E.run_suite(dict(E.QUICK, **change), tmp_path / "out", log=lambda _: None)
+    assert not (tmp_path / "out").exists()
 
 
 def test_an_interrupted_suite_resumes_from_its_saved_comparisons(tmp_path, monkeypatch):
@@ -393,6 +427,33 @@ def test_the_cli_says_where_an_interrupted_experiment_resumes(tmp_path, monkeypa
             in capsys.readouterr().err)
 
 
+@pytest.mark.parametrize("arguments, message", [
+    (["--partitions", "2x2,bogus"], "partition(s) ['bogus'] not in this experiment's data"),
+    (["--fractions", "0.5,half"], "--fractions: not a comma-separated list of numbers"),
+    (["--fractions", "0.5,1.5"], "fraction 1.5 is not in (0, 1]"),
+    (["--jobs", "0"], "--jobs must be -1 (one per core) or a whole number >= 1, got 0"),
+    (["--output", ""], "the output folder's name is empty"),
+])
+def test_the_cli_refuses_an_experiment_no_comparison_can_run(tmp_path, monkeypatch, capsys,
+                                                            arguments, message):
+    """Before any data set is prepared or anything written."""
+    monkeypatch.chdir(tmp_path)
+    base = ["experiment", "--quick", "--backend", "plain", "--output", "out"]
+    try:
+        code = main([*base, *arguments])
+    except SystemExit as stop:
+        code = str(stop)
+    assert message in str(code) + capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_the_cli_refuses_no_candidates(capsys):
+    with pytest.raises(SystemExit):
+        main(["experiment", "--quick", "--baseline-candidates", "0"])
+    assert ("argument --baseline-candidates: must be a whole number >= 1, got 0"
+            in capsys.readouterr().err)
+
+
 def test_each_comparison_runs_with_its_blas_on_one_thread(tmp_path, monkeypatch):
     """A threaded BLAS sums a long dot product (a client's ||X^k||_F^2, which sets kappa)
     in an order that depends on its thread count; the suite pins each comparison's BLAS
@@ -418,6 +479,19 @@ def test_each_comparison_runs_with_its_blas_on_one_thread(tmp_path, monkeypatch)
         assert blas_threads() == before   # the caller's setting is given back
     assert seen and all(seen), "numpy's BLAS was not found"
     assert all(n == 1 for threads in seen for n in threads)
+
+
+def test_a_worker_running_other_code_is_refused(problem):
+    """A comparison is saved under the sending suite's source digest: a (Dask) worker
+    whose checkout differs refuses it rather than have its results filed as that code's."""
+    from hyfdca.experiments._suite import compare_on_one_blas_thread, source_digest
+    with pytest.raises(RuntimeError, match="this worker runs other code .* install the "
+                                           "same checkout on every worker"):
+        compare_on_one_blas_thread("s", problem, ["FedAvg"], rounds=2, tune_rounds=1,
+                                   max_candidates=1, code="0" * 64)
+    comp = compare_on_one_blas_thread("s", problem, ["FedAvg"], rounds=2, tune_rounds=1,
+                                      max_candidates=1, code=source_digest())
+    assert list(comp.by_iteration) == ["FedAvg"]
 
 
 def test_parallel_and_dask_runs_give_the_same_bits(tmp_path):
@@ -556,6 +630,15 @@ def test_a_long_run_that_diverges_is_recorded_and_the_comparison_goes_on(problem
     if method == "HyFDCA":
         assert "| diverged |" in table and wins_iter == 0
     assert method not in E.with_defaults(comp) or mode != "defaults"
+
+
+def test_the_verdict_says_not_run_where_hyfdca_was_left_out(problem):
+    comp = E.compare("s", problem, ["FedAvg"], rounds=3, tune_rounds=2, max_candidates=1)
+    row = E.verdict_table([comp])[0].splitlines()[2]
+    assert row.endswith("| not run | - |") and "diverged" not in row
+    import pickle
+    del comp.diverged        # a comparison saved before the field existed
+    assert pickle.loads(pickle.dumps(comp)).diverged == {}
 
 
 def test_methods_that_cannot_run_a_setting_are_left_out(problem):
