@@ -354,8 +354,13 @@ def main(argv=None):
         parser.error(f"--seeds takes comma-separated integers, got {args.seeds!r}")
     if args.lams:
         cfg["lams"] = tuple(float(v) for v in args.lams.split(","))
+    if args.eval_every is not None and args.eval_every < 1:
+        parser.error(f"--eval-every must be a positive number of rounds, got "
+                     f"{args.eval_every}")
     if args.eval_every:
         cfg["eval_every"] = args.eval_every
+    if args.jobs < 1:
+        parser.error(f"--jobs must be a positive number of processes, got {args.jobs}")
     cfg["trace"] = args.trace
     if args.budget is not None and args.budget < 1:
         parser.error(f"--budget must be a positive number of rounds, got {args.budget}")
