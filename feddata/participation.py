@@ -21,7 +21,7 @@ class Participation:
 
     ``fraction``: round(f K) clients (at least one) drawn without replacement each round.
     ``cyclic``: the clients are split once into ceil(1/f) disjoint subsets (a seeded
-    permutation) that take turns. ``full``: everyone, every round.
+    permutation) that take turns; at most one subset per client. ``full``: everyone, every round.
     """
 
     def __init__(self, kind, fraction, n_clients, seed):
@@ -34,6 +34,12 @@ class Participation:
         self.cycles = None
         if kind == "cyclic":
             n_subsets = cyclic_subsets(fraction)
+            if n_subsets > self.n_clients:
+                raise ValueError(
+                    f"cyclic participation at fraction {fraction:g} takes turns in "
+                    f"ceil(1/f) = {n_subsets} subsets, more than the {self.n_clients} "
+                    f"clients: some rounds would have no client; use a fraction >= "
+                    f"1/{self.n_clients}")
             self.cycles = [np.sort(s) for s in
                            np.array_split(self.rng.permutation(n_clients), n_subsets)]
 

@@ -167,6 +167,20 @@ def test_participation_models(small):
         assert {r["available"] for r in history.rounds} == sizes
 
 
+@pytest.mark.parametrize("engine", ["protocol", "batched"])
+def test_cyclic_participation_with_more_subsets_than_clients_is_refused(small, engine):
+    """Four clients at fraction 0.2 would take turns in five subsets, one of them empty: a
+    round with no client (which the two engines would count differently)."""
+    fed = P.hybrid_grid(*small, 2, 2)
+    settings = HyFDCASettings.from_variant("auto", lam=LAM, participation="cyclic",
+                                           fraction=0.2)
+    with pytest.raises(ValueError, match=r"ceil\(1/f\) = 5 subsets, more than the 4 "
+                                         r"clients: .* use a fraction >= 1/4"):
+        run_hyfdca(fed, settings, max_rounds=2, engine=engine)
+    run_hyfdca(fed, dataclasses.replace(settings, fraction=0.25), max_rounds=2,
+               engine=engine)
+
+
 def test_same_seed_same_bits(small):
     X, y = small
     fed = P.hybrid_grid(X, y, 2, 2)
