@@ -496,16 +496,17 @@ class HyFDCASettings:
                        line_search_relax=1.0, **values)
 
     def _is_untouched_partial_preset(self):
-        """True for from_variant("auto") under partial participation (preset untouched).
+        """True for from_variant("auto") under partial participation, unbound and
+        untouched since (what from_variant gives for the fields it was given, including
+        what it derives from them, such as iic_coherence off where H or iic is given).
         Such settings name their participation among the fields given to from_variant
         (its default is "full"), which settings built directly do not: those keep their
         fields whatever they hold."""
-        preset = _preset_values(_auto_preset(self.participation, self.fraction, self.loss),
-                                self.lam)
-        return (self.variant == "auto" and self.participation != "full"
-                and "participation" in self.overridden
-                and all(getattr(self, k) == v for k, v in preset.items()
-                        if k not in self.overridden and not (k == "iic" and self.H)))
+        if (self.variant != "auto" or self.participation == "full"
+                or "participation" not in self.overridden):
+            return False
+        given = {name: getattr(self, name) for name in self.overridden}
+        return self == HyFDCASettings.from_variant("auto", **given)
 
     def _require_bound(self, what):
         if not self.n_samples:

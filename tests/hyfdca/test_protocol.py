@@ -259,6 +259,8 @@ def test_settings_errors(kwargs, message):
 @pytest.mark.parametrize("name, overrides, line_search", [
     ("horizontal", {}, True),                  # one holder per sample: exact rounds
     ("horizontal", dict(sigma=2.0), True),     # overrides survive the switch
+    ("horizontal", dict(iic=0.05), True),      # so does the local work (which turns
+    ("horizontal", dict(H=20), True),          # iic_coherence off)
     ("hybrid", {}, False),                     # stale state: no line search
     ("vertical", {}, False),
 ])
@@ -268,7 +270,10 @@ def test_auto_partial_is_auto_full_on_horizontal_data(small, name, overrides, li
                                         fraction=0.3, **overrides).bind(fed)
     preset = HyFDCASettings.from_variant("auto", lam=LAM, **overrides).bind(fed)
     assert bound.line_search is line_search
-    assert bound.iic == (1.0 if line_search else 0.03)
+    if "H" in overrides:
+        assert bound.H == overrides["H"] and bound.iic is None
+    else:
+        assert bound.iic == overrides.get("iic", 1.0 if line_search else 0.03)
     assert bound.sigma == overrides.get("sigma", 1.0 if line_search else "safe")
     assert (bound.participation, bound.fraction) == ("fraction", 0.3)
     if line_search:  # the same numbers as full participation, participation aside
