@@ -59,7 +59,7 @@ def run_hyfdca(dataset, settings, *, max_rounds=100, tol=None, rel_tol=None, eva
     if engine not in ENGINES:
         raise ValueError(f"engine must be one of {ENGINES}, got {engine!r}")
     _check_run_arguments(max_rounds, eval_every, tol, rel_tol, checkpoint, checkpoint_every,
-                         resume)
+                         resume, frac_bits, seed)
     if engine == "batched" and (crypto != "plain" or record or transport is not None):
         raise ValueError(f"engine='batched' runs the plaintext protocol without messages "
                          f"(crypto='plain', record=False, no transport); got "
@@ -188,11 +188,14 @@ def _jsonable(value):
 
 
 def _check_run_arguments(max_rounds, eval_every, tol, rel_tol, checkpoint, checkpoint_every,
-                         resume):
+                         resume, frac_bits, seed):
     def whole(value):
         return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
 
     problems = [text for ok, text in (
+        (whole(frac_bits) and frac_bits >= 1,
+         f"frac_bits must be a whole number >= 1, got {frac_bits!r}"),
+        (whole(seed) and seed >= 0, f"seed must be a whole number >= 0, got {seed!r}"),
         (whole(max_rounds) and max_rounds >= 0,
          f"max_rounds must be a whole number >= 0, got {max_rounds!r}"),
         (whole(eval_every) and eval_every >= 1,

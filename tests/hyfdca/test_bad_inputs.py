@@ -40,6 +40,9 @@ def test_labels_outside_plus_minus_one_are_refused(small, labels, shown, engine)
     (dict(rel_tol=float("nan")), "rel_tol must be None or a finite number >= 0, got nan"),
     (dict(checkpoint_every=0, checkpoint="x"), "checkpoint_every must be None or a whole"),
     (dict(checkpoint_every=5), "checkpoint_every and resume need a checkpoint folder"),
+    (dict(frac_bits=20.5), "frac_bits must be a whole number >= 1, got 20.5"),
+    (dict(seed=1.7), "seed must be a whole number >= 0, got 1.7"),
+    (dict(seed=-1), "seed must be a whole number >= 0, got -1"),
 ])
 def test_run_arguments_are_checked_before_any_work(small, arguments, message):
     fed = P.hybrid_grid(*small, 2, 2)
