@@ -6,6 +6,7 @@ import numpy as np
 
 from feddata import PARTICIPATION_KINDS as PARTICIPATION
 from feddata.participation import cyclic_subsets
+from hyfdca._round import STEP_BITS
 from solvers import CLASSIFICATION_LOSSES, LOSS_CODES, loss_code, loss_value
 
 # auto-partial's iic at lam >= AUTO_PARTIAL_LAM. Below it, auto-partial's and the capped
@@ -336,10 +337,13 @@ class HyFDCASettings:
             (self.participation in PARTICIPATION,
              f"participation must be one of {PARTICIPATION}, got {self.participation!r}"),
             (0 < self.fraction <= 1, f"fraction must be in (0, 1], got {self.fraction}"),
-            (0 < self.step_cap <= 1, f"step_cap must be in (0, 1], got {self.step_cap}"),
+            (_SMALLEST_STEP <= self.step_cap <= 1,
+             f"step_cap must be in [2^-{STEP_BITS}, 1] (a step below rounds to 0 at the "
+             f"step's {STEP_BITS} bits), got {self.step_cap}"),
             (isinstance(self.line_search_relax, (int, float))
-             and 0 < self.line_search_relax <= 1,
-             f"line_search_relax must be in (0, 1], got {self.line_search_relax!r}"),
+             and _SMALLEST_STEP <= self.line_search_relax <= 1,
+             f"line_search_relax must be in [2^-{STEP_BITS}, 1] (a step below rounds to "
+             f"0 at the step's {STEP_BITS} bits), got {self.line_search_relax!r}"),
             (self.line_search_relax == 1 or self.exact_line_search,
              "line_search_relax < 1 relaxes " + EXACT_LINE_SEARCH_NEEDS),
             (self.curvature_scaling in ("none", "absent-share"),
@@ -359,6 +363,8 @@ class HyFDCASettings:
              f"prox_rounds must be an integer >= 1 or 'auto', got {self.prox_rounds!r}"),
             (isinstance(self.prox_cap, (int, float)) and self.prox_cap >= 1,
              f"prox_cap must be a number >= 1, got {self.prox_cap!r}"),
+            (self.line_search in (True, False),
+             f"line_search must be True or False, got {self.line_search!r}"),
             (self.prox_adapt in (True, False),
              f"prox_adapt must be True or False, got {self.prox_adapt!r}"),
             (self.prox_warm_start in (True, False),
@@ -606,6 +612,9 @@ def _preset_values(name, lam):
     if name in IIC_LAM_SCALED:
         values["iic"] *= _lam_factor(lam, IIC_LAM_POWER)
     return values
+
+
+_SMALLEST_STEP = 2.0 ** -STEP_BITS   # m = 1: a cap below lets every step round to 0
 
 
 def _whole(value):
