@@ -129,7 +129,7 @@ class HyFDCARun:
         self.participation = Participation(settings.participation, settings.fraction,
                                            layout.n_clients, self.seed)
         self.round = 0
-        self.rejoin_traffic = []
+        self.rejoin_costs = []  # per rejoin: round, client, traffic and encryption counts
         self.certificate_costs = []  # per certificate: round, traffic and encryption counts
         self.skipped_certificates = []  # rounds whose certificate could not reach everyone
         self.max_sq_norm = self._setup()
@@ -259,9 +259,10 @@ class HyFDCARun:
         server's Enc(q)), then the whole dual sync, and its v_k at the synced alpha
         replaces its old v_k in w (``Server.receive_resync``; nothing changes if a reply
         is lost: the client stays away until the transport reports it back again).
-        Returns whether it went through; the traffic is appended to ``rejoin_traffic`` as
-        (round, client, Traffic)."""
+        Returns whether it went through; its traffic and encryption counts are appended
+        to ``rejoin_costs`` (as ``certificate_costs``: outside the rounds' records)."""
         server, only = self.server, np.array([int(k)])
+        before = self.counts.as_dict()
         try:
             with self._apart_from_rounds("_last_rejoin"):
                 self._exchange("set-up: shared row norms", only, server.setup_message,
@@ -273,7 +274,12 @@ class HyFDCARun:
         except MissingReplies:
             return False
         finally:
-            self.rejoin_traffic.append((self.round, int(k), self._last_rejoin))
+            traffic, after = self._last_rejoin, self.counts.as_dict()
+            self.rejoin_costs.append(dict(
+                round=self.round, client=int(k), rtc=traffic.rtc,
+                messages_down=traffic.messages_down, messages_up=traffic.messages_up,
+                bytes_down=traffic.bytes_down, bytes_up=traffic.bytes_up,
+                **{f: after[f] - before[f] for f in CRYPTO_FIELDS}))
         return True
 
     @contextmanager

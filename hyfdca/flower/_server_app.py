@@ -105,8 +105,7 @@ def main(grid, context, defaults):
     history.to_json(out / "history.json")
     history.to_csv(out / "history.csv")
     events = {"events": transport.events, "skipped_certificates": run.skipped_certificates,
-              "rejoins": [{"round": t, "client": k, "rtc": traffic.rtc}
-                          for t, k, traffic in run.rejoin_traffic]}
+              "rejoins": run.rejoin_costs}
     n_new = int(config.get("predict-samples", 0))
     if n_new and transport.lost:  # prediction needs every party's features
         events["prediction"] = f"skipped: clients {sorted(transport.lost)} are away"

@@ -250,7 +250,7 @@ def test_a_restarted_client_rejoins_and_the_run_converges(grid, phase):
     records = [run.step() for _ in range(5)]
     assert run.transport.faults.restarted == 1
     assert records[3]["available"] == len(probe.available()) - 1
-    assert [(t, c, traffic.rtc) for t, c, traffic in run.rejoin_traffic] == [(4, k, 3)]
+    assert [(r["round"], r["client"], r["rtc"]) for r in run.rejoin_costs] == [(4, k, 3)]
     assert run.clients[k].q is not None  # its set-up values came back
     assert_w_accounts_for_each_client(run)
     history = train_to(run, 1e-2, 1000)
@@ -258,6 +258,21 @@ def test_a_restarted_client_rejoins_and_the_run_converges(grid, phase):
     assert primal - dual <= 1e-2 * primal
     assert run.round < 700  # fault-free: 460 rounds (test_random_faults_...)
     assert_w_accounts_for_each_client(run)
+
+
+def test_a_rejoins_encryption_work_is_counted_in_its_record(grid):
+    """Every encryption operation after set-up is in a round's record or a rejoin's
+    (``rejoin_costs``, kept apart from the rounds as a certificate's is)."""
+    from hyfdca._protocol import CRYPTO_FIELDS
+    run = HyFDCARun(grid, partial(fraction=1.0), crypto="mask",
+                    transport=faulty(script=[(2, "local dual method", 1, "restart")]))
+    start = run.counts.as_dict()
+    records = [run.step() for _ in range(5)]
+    end = run.counts.as_dict()
+    [rejoin] = run.rejoin_costs
+    assert rejoin["client"] == 1 and rejoin["encrypt"] > 0 and rejoin["decrypt"] > 0
+    for f in CRYPTO_FIELDS:
+        assert end[f] - start[f] == sum(r[f] for r in records) + rejoin[f]
 
 
 def test_a_client_restarted_when_its_reply_is_lost_rejoins_too(grid):
@@ -268,7 +283,7 @@ def test_a_client_restarted_when_its_reply_is_lost_rejoins_too(grid):
                                               "restart")]))
     records = [run.step() for _ in range(5)]
     assert [r["available"] for r in records] == [4, 4, 3, 3, 4]
-    assert [(t, c) for t, c, _ in run.rejoin_traffic] == [(3, 1), (4, 1)]
+    assert [(r["round"], r["client"]) for r in run.rejoin_costs] == [(3, 1), (4, 1)]
     assert_w_accounts_for_each_client(run)
 
 
@@ -282,7 +297,7 @@ def test_a_rejoin_whose_reply_is_lost_leaves_the_client_away(grid):
     before = run.server.synced_at[1], run.server.contribution[1].copy()
     records += [run.step() for _ in range(3)]
     assert [r["available"] for r in records] == [4, 4, 3, 3, 3, 3]
-    assert [t for t, *_ in run.rejoin_traffic] == [3, 4, 5]  # tried before every round
+    assert [r["round"] for r in run.rejoin_costs] == [3, 4, 5]  # tried before every round
     assert run.server.synced_at[1] == before[0]
     np.testing.assert_array_equal(run.server.contribution[1], before[1])
 
@@ -297,7 +312,7 @@ def test_a_checkpoint_rejoins_a_returning_client_first(grid):
         a.step()
         b.step()
     b.checkpoint_files()
-    assert [(t, c) for t, c, _ in b.rejoin_traffic] == [(4, 2)]
+    assert [(r["round"], r["client"]) for r in b.rejoin_costs] == [(4, 2)]
     for _ in range(3):
         a.step()
         b.step()

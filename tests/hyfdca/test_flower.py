@@ -205,7 +205,7 @@ def test_a_party_that_does_not_answer_is_absent_then_rejoins_on_the_simulation_e
     local.transport.rejoining = lambda t: rejoining(t) if t == back else []
     history = History()
     train(local, history, max_rounds=12, eval_every=2)
-    assert [t for t, *_ in local.rejoin_traffic] == [back]
+    assert [r["round"] for r in local.rejoin_costs] == [back]
     assert events["skipped_certificates"] == local.skipped_certificates
     np.testing.assert_array_equal(model, local.model)
     certified = [(r["primal"], r["dual"]) for r in rows["rows"] if r["primal"] is not None]

@@ -231,7 +231,7 @@ def test_a_packed_client_that_restarts_rejoins_with_the_plaintext_bits(cancer):
     runs = [_run(fed, crypto, s, 20, transport=faulty, **options)
             for crypto, options in (("plain", {}), ("fast-paillier", SMALL))]
     (plain, _, plain_cert), (packed, _, packed_cert) = runs
-    assert [c for _, c, _ in packed.rejoin_traffic] == [k]
+    assert [r["client"] for r in packed.rejoin_costs] == [k]
     assert packed.server.w.tobytes() == plain.server.w.tobytes()
     assert packed_cert[:2] == plain_cert[:2]
 
