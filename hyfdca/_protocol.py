@@ -30,6 +30,7 @@ Which phases run, who may draw what and how the step is chosen come from
 """
 
 import copy
+import secrets
 from contextlib import contextmanager
 
 import numpy as np
@@ -295,6 +296,13 @@ class HyFDCARun:
             setattr(self, name, self.transport.take_traffic())
             self.transport.traffic = saved
 
+    def _sum_tag(self, kind):
+        """The label of one secure sum: fresh for every sum (a nonce beside the round), so
+        that no client ever masks two share vectors alike. A retried round, a second
+        prediction or certificate in one round would otherwise reuse the masks, and the
+        difference of two shares would be the difference of the client's values."""
+        return f"{kind}-{self.round}-{secrets.token_hex(16)}"
+
     def _exchange(self, phase, clients, build, receive):
         """One round trip through the transport, holding it to its contract: one reply per
         client (a second one from the same client is ignored: a duplicate applies once),
@@ -343,7 +351,7 @@ class HyFDCARun:
                        server.receive_dual_update)
         compute, compute_ops = self._measured_compute(avail)
 
-        tag = f"round-{self.round}"
+        tag = self._sum_tag("round")
         updates = {}
         self._exchange("primal aggregation", avail,
                            lambda k: server.delta_message(k, avail, tag, self.round,
@@ -412,7 +420,7 @@ class HyFDCARun:
             for client, block in zip(self.clients, blocks):
                 client.hold_for_prediction(block)
         everyone = np.arange(self.layout.n_clients)
-        tag = f"prediction-{self.round}"
+        tag = self._sum_tag("prediction")
         shares = {}
         with self._apart_from_rounds("prediction_traffic"):
             self._exchange("prediction", everyone,
@@ -443,7 +451,7 @@ class HyFDCARun:
         server = self.server
         everyone = np.arange(self.layout.n_clients)
         v, shares = {}, {}
-        tag = f"certificate-{self.round}"
+        tag = self._sum_tag("certificate")
         before = self.counts.as_dict()
         with self._apart_from_rounds("certificate_traffic"):
             self._exchange("certificate: dual sync + primal aggregation", everyone,

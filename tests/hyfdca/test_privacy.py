@@ -222,3 +222,34 @@ def test_mask_recipes_stay_short_in_long_runs(cancer):
                  if getattr(m, "refresh", None) is not None]
     assert len(refreshes) > 0 and atoms.max() <= 4 + 2 * 3
     np.testing.assert_allclose(w["mask"], w["plain"], atol=2.0**-30)
+
+
+def test_no_client_masks_two_share_vectors_alike(cancer, monkeypatch):
+    """Every secure sum has a label of its own: a round retried without a lost client,
+    a second prediction and a second certificate in one round all mask afresh. With a
+    label reused, the difference of a client's two shares would be the difference of
+    its values, in the clear to the server."""
+    from hyfdca import FaultyTransport, HyFDCARun
+    masked = {}
+    mask = SecureSum.mask
+
+    def spy(self, values, client, participants, tag):
+        masked.setdefault((client, tag), []).append(np.asarray(values, dtype=float).copy())
+        return mask(self, values, client, participants, tag)
+
+    monkeypatch.setattr(SecureSum, "mask", spy)
+    X, y = cancer
+    fed = P.vertical(X[:60], y[:60], 8)        # 8 parties: 3 neighbours either side
+    settings = HyFDCASettings.from_variant("line-search", lam=LAM, H=5,
+                                           participation="fraction", fraction=1.0)
+    run = HyFDCARun(fed, settings, crypto="mask", transport=lambda c, e, r: FaultyTransport(
+        c, e, r, retries=0, script=[(2, "primal aggregation", 0, "drop")]))
+    for _ in range(3):
+        run.step()
+    new = P.vertical(X[60:65], y[60:65], 8)
+    for w in (run.server.w, 2 * run.server.w):
+        run.predict(new.n_samples, w=w, blocks=new.blocks)
+        run.certificate()
+    assert run.round == 3 and len(masked) > 8 * 6
+    for (client, tag), shares in masked.items():
+        assert len(shares) == 1, f"client {client} masked {len(shares)} vectors as {tag}"
