@@ -69,9 +69,11 @@ def _tenseal():
 class BFVCiphertext:
     """One packed ciphertext: a TenSEAL BFV vector per plaintext prime, or their bytes.
 
-    Its live vectors are linked to the contexts of whoever used it last (a client's
-    secret contexts or the server's public ones); :meth:`vectors` links them to the
-    caller's, so a party only ever computes or decrypts under its own keys."""
+    Its live vectors are linked to public contexts (the server's) or to none: a client
+    encrypts under its secret contexts and relinks the result to the public ones, and
+    decrypts under them only for the call (:meth:`decrypt`), so that no ciphertext a
+    client hands on, in process, leads back to a secret key. :meth:`vectors` links them
+    to the caller's contexts."""
 
     __slots__ = ("_live", "_owner", "_data")
 
@@ -91,6 +93,20 @@ class BFVCiphertext:
                 v.link_context(ctx)
         self._live, self._owner = live, contexts
         return live
+
+    def decrypt(self, secret_contexts):
+        """The slots of each vector under ``secret_contexts``, leaving the ciphertext
+        linked as it was (or as bytes, where it came as bytes)."""
+        owner = self._owner
+        vectors = self.vectors(secret_contexts)
+        try:
+            return [v.decrypt() for v in vectors]
+        finally:
+            if owner is None:
+                self.blobs()
+                self._live, self._owner = None, None
+            else:
+                self.vectors(owner)
 
     def blobs(self):
         """The serialised vectors (bytes per prime)."""
@@ -212,8 +228,10 @@ class BFVKeyHolder(_Contexts, KeyHolder):
         padded[:ints.size] = ints
         for start in range(0, padded.size, n):
             chunk = padded[start:start + n]
-            out.append(BFVCiphertext([ts.bfv_vector(c, _centred_residues(chunk, t).tolist())
-                                      for c, t in zip(ctx, self._t)], ctx))
+            ciphertext = BFVCiphertext([ts.bfv_vector(c, _centred_residues(chunk, t).tolist())
+                                        for c, t in zip(ctx, self._t)], ctx)
+            ciphertext.vectors(self.evaluator.contexts())   # handed on under public keys
+            out.append(ciphertext)
         return _object_array(out)
 
     def _decrypt(self, vector):
@@ -229,9 +247,8 @@ class BFVKeyHolder(_Contexts, KeyHolder):
             if not isinstance(item, BFVCiphertext):
                 raise CiphertextError("not a BFV ciphertext")
             try:
-                vectors = item.vectors(ctx)
-                for i, v in enumerate(vectors):
-                    residues[i, j * n:(j + 1) * n] = v.decrypt()
+                for i, slots in enumerate(item.decrypt(ctx)):
+                    residues[i, j * n:(j + 1) * n] = slots
             except (ValueError, RuntimeError, TypeError) as error:
                 raise CiphertextError(f"a BFV ciphertext does not decrypt under this key "
                                       f"({error})") from error

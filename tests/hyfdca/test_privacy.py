@@ -110,16 +110,22 @@ def test_the_audit_catches_a_plaintext_backend(cancer, monkeypatch):
 
 
 def _reachable(obj, depth=4, seen=None):
+    """Objects reachable from ``obj`` in ``depth`` steps: attributes (of __dict__ and
+    __slots__), items of lists, tuples, dicts and object arrays."""
     seen = set() if seen is None else seen
     if id(obj) in seen or depth == 0:
         return []
     seen.add(id(obj))
     found = [obj]
-    children = vars(obj).values() if hasattr(obj, "__dict__") else []
+    children = list(vars(obj).values()) if hasattr(obj, "__dict__") else []
+    children += [getattr(obj, name) for name in getattr(type(obj), "__slots__", ())
+                 if hasattr(obj, name)]
     if isinstance(obj, (list, tuple)):
         children = obj
     if isinstance(obj, dict):
         children = obj.values()
+    if isinstance(obj, np.ndarray) and obj.dtype == object:
+        children = obj.ravel()
     for child in children:
         found += _reachable(child, depth - 1, seen)
     return found
@@ -151,6 +157,14 @@ def test_server_holds_no_private_key_and_no_mask_key(cancer, monkeypatch, crypto
     elif crypto == "bfv":  # the secret contexts; the server's load without a secret key
         secrets += keys._context_blobs
         assert not any(ctx.has_secret_key() for ctx in run.server.evaluator.contexts())
+        # in process the server holds the very ciphertext objects clients made and
+        # decrypted: none of them is linked to a secret context
+        ciphertexts = [o for o in _reachable(run.server, depth=6)
+                       if isinstance(o, BFVCiphertext)]
+        assert len(ciphertexts) > 10
+        for ciphertext in ciphertexts:
+            for vector in ciphertext._live or ():
+                assert not vector.context().has_secret_key()
     else:
         secrets += [keys._stream_key, keys._mac.tobytes()]
     assert all(len(secret) >= 16 and secret not in blob for secret in secrets)
