@@ -118,6 +118,23 @@ def configure(message, context, defaults):
     return Message(RecordDict({RECORD: ConfigRecord({"client": k})}), reply_to=message)
 
 
+class PhaseFailed(RuntimeError):
+    """A party failed to answer a phase. Flower sends an exception's text to the server,
+    so this one names only the party, the request and the error's type; the error
+    itself, whose text can hold the party's values (an encoder's overflow prints the
+    largest value), is its cause and stays in the party's own log."""
+
+
+def answered(client, request):
+    """The client's reply to ``request``, or :class:`PhaseFailed`."""
+    try:
+        return client.handle(request)
+    except Exception as error:
+        raise PhaseFailed(f"client {client.id}: {type(error).__name__} while answering "
+                          f"{type(request).__name__} (details in the party's own log)"
+                          ) from error
+
+
 def answer(message, context, defaults):
     """One protocol phase: the Client's reply to the decoded message."""
     k, data, keys_file = _identity(context, defaults)
@@ -131,7 +148,7 @@ def answer(message, context, defaults):
     request = unpack(message.content)
     if isinstance(request, PredictRequest):
         client.hold_for_prediction(_block(_party_file(context, defaults, "predict", k)))
-    reply = client.handle(request)
+    reply = answered(client, request)
     _store(context, client, stored["settings"], held, snapshot)
     return Message(pack(reply), reply_to=message)
 

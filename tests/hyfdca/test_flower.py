@@ -404,3 +404,23 @@ def test_a_supernode_killed_mid_run_is_absent_and_rejoins_when_restarted(job):
     assert best_primal - best_dual <= 5e-2 * best_primal
     assert certified[-1]["round"] > back
     assert np.load(output / "model.npy").shape == (fed.n_features,)
+
+
+def test_a_failed_phase_sends_the_server_no_value_of_the_party(cancer):
+    """Flower sends an exception's text to the server: a party's encoder overflow, whose
+    text names its largest value, reaches the server as the party, request and error
+    type only; the error itself is the cause (in the party's own log)."""
+    from hyfdca._messages import PredictRequest
+    from hyfdca.flower._client_app import PhaseFailed, answered
+    X, y = cancer
+    fed = P.vertical(X[:20], y[:20], 2)
+    run = HyFDCARun(fed, HyFDCASettings.from_variant("auto", lam=0.05), crypto="mask")
+    client = run.clients[0]
+    client.hold_for_prediction(fed.blocks[0])
+    w = np.full(fed.blocks[0].feature_ids.size, 3.7e25)
+    with pytest.raises(PhaseFailed) as failed:
+        answered(client, PredictRequest(w, fed.n_samples, np.arange(2), "prediction-0-x"))
+    assert str(failed.value) == ("client 0: OverflowError while answering PredictRequest "
+                                 "(details in the party's own log)")
+    assert isinstance(failed.value.__cause__, OverflowError)
+    assert "e+" in str(failed.value.__cause__)   # the value, kept on the party's side
