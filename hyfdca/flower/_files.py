@@ -14,6 +14,7 @@ Its rows are the samples of ``sample_ids`` in that order; every index must be on
 ``feature_ids``.
 """
 
+import os
 import pickle
 import zipfile
 from pathlib import Path
@@ -155,9 +156,11 @@ def write_keys(folder, crypto="mask", **options):
     folder.mkdir(parents=True, exist_ok=True)
     dealt = deal_keys(crypto, **options)
     clients, server = folder / "clients.keys", folder / "server.keys"
-    clients.write_bytes(pickle.dumps((dealt.keys, dealt.masker)))
+    secret = pickle.dumps((dealt.keys, dealt.masker))
+    clients.unlink(missing_ok=True)   # a new file, so that it is 0600 from its first byte
+    with os.fdopen(os.open(clients, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb") as out:
+        out.write(secret)
     server.write_bytes(pickle.dumps(dealt.evaluator))
-    clients.chmod(0o600)
     return clients, server
 
 

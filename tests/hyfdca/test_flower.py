@@ -424,3 +424,30 @@ def test_a_failed_phase_sends_the_server_no_value_of_the_party(cancer):
                                  "(details in the party's own log)")
     assert isinstance(failed.value.__cause__, OverflowError)
     assert "e+" in str(failed.value.__cause__)   # the value, kept on the party's side
+
+
+def test_the_clients_key_file_is_never_readable_by_others(tmp_path, monkeypatch):
+    """clients.keys is created 0600 (not created readable and narrowed after): its mode
+    when the next file is written, under a umask that lets others read."""
+    import os
+    import stat
+    from pathlib import Path
+
+    from hyfdca.flower._files import write_keys
+    modes, write_bytes = [], Path.write_bytes
+
+    def spy(path, data):
+        clients = path.parent / "clients.keys"
+        if clients.exists():
+            modes.append(stat.S_IMODE(clients.stat().st_mode))
+        return write_bytes(path, data)
+
+    monkeypatch.setattr(Path, "write_bytes", spy)
+    old = os.umask(0o022)
+    try:
+        clients, _ = write_keys(tmp_path, "mask")
+        write_keys(tmp_path, "mask")     # again, over the first files
+    finally:
+        os.umask(old)
+    assert modes == [0o600, 0o600]
+    assert stat.S_IMODE(clients.stat().st_mode) == 0o600
