@@ -12,6 +12,7 @@ import warnings
 from pathlib import Path
 
 import numpy as np
+import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
 from solvers._sdca import encode_targets, objectives, sdca
@@ -45,17 +46,21 @@ def ridge_closed_form(X, y, lam):
     else w = X^T a / (lam N) with (X X^T / (lam N) + I) a = y.
     """
     n, d = X.shape
-    if min(n, d) <= 5000:
-        Xd = X.toarray()
+    if min(n, d) <= 5000:   # the Gram matrix of the smaller side, dense; X stays sparse
         if d <= n:
-            return np.linalg.solve(Xd.T @ Xd / n + lam * np.eye(d), Xd.T @ y / n)
-        a = np.linalg.solve(Xd @ Xd.T / (lam * n) + np.eye(n), y)
-        return Xd.T @ a / (lam * n)
+            gram = _dense(X.T @ X)
+            return np.linalg.solve(gram / n + lam * np.eye(d), X.T @ y / n)
+        a = np.linalg.solve(_dense(X @ X.T) / (lam * n) + np.eye(n), y)
+        return X.T @ a / (lam * n)
     op = spla.LinearOperator((d, d), matvec=lambda v: X.T @ (X @ v) / n + lam * v)
     w, info = spla.cg(op, X.T @ y / n, rtol=1e-12, maxiter=10 * d)
     if info != 0:
         raise RuntimeError(f"conjugate gradients did not converge for ridge (info={info})")
     return w
+
+
+def _dense(matrix):
+    return matrix.toarray() if sp.issparse(matrix) else np.asarray(matrix)
 
 
 def reference_optimum(X, y, *, loss="hinge", lam=1e-4, tol=1e-10, max_iter=1_000_000):
