@@ -108,6 +108,13 @@ def dealt_features(X, y, n_sample_groups, clients_per_group, *, seed=0):
     dealt = np.split(X.indices[order], np.cumsum(np.bincount(owner, minlength=K))[:-1])
     features = [np.union1d(dealt[k], unused[unused % K == k]).astype(np.int64)
                 for k in range(K)]
+    empty = [k for k in range(K) if features[k].size == 0]
+    if empty:
+        group = s_groups[empty[0] // Q]
+        most = int(np.diff(X.indptr)[group].max(initial=0))
+        raise ValueError(f"dealt {P}x{Q}: clients {empty} would hold no feature: the rows "
+                         f"of sample group {empty[0] // Q} have at most {most} non-zeros "
+                         f"to deal to {Q} clients; use fewer clients per group")
     samples = [s for s in s_groups for _ in range(Q)]
     return _assemble(X, y, owner, samples, features)
 

@@ -89,6 +89,16 @@ def test_dealt_features_cover_all_zero_columns():
     assert 1 in np.concatenate([b.feature_ids for b in fd.blocks])
 
 
+def test_dealing_to_more_clients_than_a_groups_rows_hold_is_named():
+    """One non-zero per row and no all-zero column: the second client of each group would
+    hold no feature, and the builder says why (not "client 1 is empty")."""
+    X = sp.csr_matrix(np.eye(4))
+    with pytest.raises(ValueError, match=r"dealt 2x2: clients \[\d(, \d)*\] would hold "
+                                         r"no feature: the rows of sample group \d have "
+                                         r"at most 1 non-zeros to deal to 2 clients"):
+        P.dealt_features(X, [1, -1, 1, -1], 2, 2)
+
+
 @pytest.mark.parametrize("n_clients, groups", [(4, [1, 1, 1, 1]), (5, [2, 1, 1, 1]),
                                                (10, [3, 3, 2, 2])])
 def test_mnist_quadrants(images, n_clients, groups):
