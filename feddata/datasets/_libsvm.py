@@ -38,8 +38,9 @@ def _first_bad_line(path, n_features):
                     return lineno, f"token {token!r} is not index:value"
                 if not np.isfinite(value):
                     return lineno, f"feature {index} has non-finite value {value}"
-                if index < 0 or index < previous:
-                    return lineno, f"feature indices must be non-negative and ascending ({token!r})"
+                if index < 1 or index <= previous:
+                    return lineno, (f"feature indices must be 1-based, ascending and "
+                                    f"unique ({token!r})")
                 if index > INDEX_MAX:
                     return lineno, (f"feature index {index} is beyond {INDEX_MAX}, the "
                                     f"largest index a sparse matrix holds")
@@ -63,8 +64,9 @@ def load_libsvm(path, *, n_features=None, name=None, normalize=False, task="clas
         raise FileNotFoundError(f"LIBSVM file {path} does not exist")
     with corrupt_stream_named(f"LIBSVM file {path}"):
         try:
-            X, y = load_svmlight_file(str(path), n_features=n_features, dtype=np.float64,
-                                      zero_based=False)
+            with open_maybe_compressed(path) as handle:   # by magic bytes, not the name
+                X, y = load_svmlight_file(handle, n_features=n_features, dtype=np.float64,
+                                          zero_based=False)
             error = None if np.isfinite(X.data).all() and np.isfinite(y).all() else "non-finite"
             if error is None and X.shape[1] > INDEX_MAX:
                 error = "index"

@@ -48,6 +48,10 @@ def test_libsvm_round_trip_and_label_mapping(tmp_path):
     ("1 1:0.5\n+1 3:1\nabc 1:1\n", "line 3: label 'abc' is not a number"),
     ("1 1:0.5\n1 9:1\n", "line 2: feature index 9 exceeds n_features=4"),
     ("1 1:nan\n", "line 1: feature 1 has non-finite value nan"),
+    ("1 1:0.5\n1 0:1 2:1\n", "line 2: feature indices must be 1-based, ascending and "
+                              "unique ('0:1')"),
+    ("1 1:0.5 1:2\n", "line 1: feature indices must be 1-based, ascending and unique "
+                      "('1:2')"),
 ])
 def test_malformed_libsvm_names_file_and_line(tmp_path, content, message):
     path = tmp_path / "bad.svm"
@@ -64,6 +68,14 @@ def test_a_feature_index_beyond_int32_names_file_and_line(tmp_path, index):
     with pytest.raises(ValueError, match=f"{path}, line 2: feature index {index} is beyond "
                                          f"2147483647"):
         D.load_libsvm(path)
+
+
+@pytest.mark.parametrize("opener", ["gzip", "bz2"])
+def test_a_compressed_libsvm_file_is_read_whatever_its_name(tmp_path, opener):
+    import bz2
+    path = tmp_path / "rows"      # no .gz or .bz2: recognised by its magic bytes
+    path.write_bytes((gzip if opener == "gzip" else bz2).compress(b"2 1:0.5 3:1.5\n1 2:-1\n"))
+    np.testing.assert_array_equal(D.load_libsvm(path).X.toarray(), [[0.5, 0, 1.5], [0, -1, 0]])
 
 
 @pytest.mark.parametrize("opener", ["gzip", "bz2"])
