@@ -19,7 +19,8 @@ def cyclic_subsets(fraction):
 class Participation:
     """Available clients per round.
 
-    ``fraction``: round(f K) clients (at least one) drawn without replacement each round.
+    ``fraction``: round(f K) clients (Python's round: halves to even, 4 of 9 at f = 0.5;
+    at least one) drawn without replacement each round.
     ``cyclic``: the clients are split once into ceil(1/f) disjoint subsets (a seeded
     permutation) that take turns; at most one subset per client. ``full``: everyone, every round.
     """
