@@ -99,7 +99,8 @@ def _accuracy(models_predict, clients):
 
 
 def _pairs(clients, test=False):
-    """Accept [(X, y), ...] or the dicts of ``heterogeneous_toy``."""
+    """Accept [(X, y), ...] or the dicts of ``heterogeneous_toy`` (their test split where
+    ``test``: what every evaluation reads)."""
     out = []
     for c in clients:
         if isinstance(c, dict):
@@ -113,7 +114,7 @@ def _train_and_eval(clients, eval_data):
     if eval_data is None and clients and isinstance(clients[0], dict):
         eval_data = _pairs(clients, test=True)
     elif eval_data is not None:
-        eval_data = _pairs(eval_data)
+        eval_data = _pairs(eval_data, test=True)
     return _pairs(clients), eval_data
 
 
@@ -370,11 +371,11 @@ class FLIC:
 
     def score(self, clients):
         """Micro-averaged accuracy over [(X_i, y_i)] (client i's own test split)."""
-        return _accuracy(self.predict, _pairs(clients))
+        return _accuracy(self.predict, _pairs(clients, test=True))
 
     def client_scores(self, clients):
         return [float(np.mean(self.predict(i, X) == y)) for i, (X, y) in
-                enumerate(_pairs(clients))]
+                enumerate(_pairs(clients, test=True))]
 
 
 class HetFedRep(FLIC):
@@ -432,7 +433,7 @@ class FLICLocal:
             return self.models[i](Tensor(np.asarray(X, dtype=float))).numpy().argmax(axis=1)
 
     def score(self, clients):
-        return _accuracy(self.predict, _pairs(clients))
+        return _accuracy(self.predict, _pairs(clients, test=True))
 
 
 class FLICPooled(FLICLocal):

@@ -134,6 +134,8 @@ class Tensor:
         if self.ndim == 1 or other.ndim == 1:  # as a row (left) or column (right), then drop it
             a = self.reshape(1, -1) if self.ndim == 1 else self
             out = a @ (other.reshape(-1, 1) if other.ndim == 1 else other)
+            if self.ndim == other.ndim == 1:  # the inner product: a scalar, as in NumPy
+                return out.reshape(())
             shape = out.shape[:-1] if other.ndim == 1 else out.shape
             return out.reshape(shape[:-2] + shape[-1:] if self.ndim == 1 else shape)
         if self.shape[-1] != other.shape[-2]:
@@ -177,7 +179,7 @@ class Tensor:
     def transpose(self, *axes):
         """Permute axes (reverse them when none are given); the gradient takes the inverse."""
         axes = tuple(axes[0]) if len(axes) == 1 and isinstance(axes[0], (tuple, list)) else axes
-        axes = axes or tuple(reversed(range(self.ndim)))
+        axes = tuple(int(a) % self.ndim for a in axes) or tuple(reversed(range(self.ndim)))
         inverse = tuple(int(i) for i in np.argsort(axes))
         return _node(
             self.data.transpose(axes), (self,), lambda g: (g.transpose(inverse),), "transpose"

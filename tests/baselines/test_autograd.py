@@ -149,6 +149,7 @@ def test_matmul_gradients(nkm, batch, data):
 def test_matmul_with_vectors(shape_a, shape_b):
     rng = np.random.default_rng(2)
     a, b = rng.normal(size=shape_a), rng.normal(size=shape_b)
+    assert (Tensor(a) @ Tensor(b)).shape == np.shape(a @ b)   # () for two vectors
     assert_allclose((Tensor(a) @ Tensor(b)).data, a @ b)
     check_gradients(lambda x, y: x @ y, a, b)
 
@@ -170,8 +171,11 @@ def test_reduction_gradients(reduction, data):
 def test_reshape_and_transpose_gradients(data):
     x = data.draw(arrays(data.draw(SHAPES)))
     perm = data.draw(st.permutations(range(x.ndim)))
+    negative = [data.draw(st.sampled_from([a, a - x.ndim])) for a in perm]  # -1 is the last
     check_gradients(lambda t: t.reshape(-1, 1) * 2.0, x)
     check_gradients(lambda t: t.transpose(*perm), x)
+    assert_allclose(Tensor(x).transpose(*negative).data, x.transpose(negative))
+    check_gradients(lambda t: t.transpose(*negative), x)
     check_gradients(lambda t: t.T, x)
 
 

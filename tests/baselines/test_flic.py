@@ -124,6 +124,11 @@ def test_short_run_beats_chance(short_run):
     assert model.history[-1]["accuracy"] > 0.75  # chance is 1/3 (3 classes per client)
     assert model.history[-1]["accuracy"] == model.score([(c["X_test"], c["y_test"])
                                                          for c in clients])
+    # the toy's dicts are scored on their test split, as fit evaluates them
+    assert model.score(clients) == model.history[-1]["accuracy"]
+    assert model.score(clients) != model.score([(c["X"], c["y"]) for c in clients])
+    assert model.client_scores(clients) == model.client_scores(
+        [(c["X_test"], c["y_test"]) for c in clients])
     assert model.history[-1]["train_loss"] < model.history[0]["train_loss"]
 
 
