@@ -26,9 +26,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import hyfdca_variants as matrix  # noqa: E402  (first: it pins the BLAS to one thread)
 import numpy as np  # noqa: E402
-
-import hyfdca_variants as matrix  # noqa: E402
 from feddata.partition import partition_from_spec  # noqa: E402
 from hyfdca import HyFDCARun, HyFDCASettings  # noqa: E402
 from hyfdca.experiments import REFERENCE_COSTS, encryption_seconds  # noqa: E402
