@@ -137,9 +137,12 @@ class History:
         """The History :meth:`state` described."""
         history = cls(p_star=state["p_star"])
         history.rounds = [dict(r) for r in state["rounds"]]
-        history.evaluations = {int(t): {"iterate_primal": e["primal"],
-                                        "iterate_dual": e["dual"], **e}
-                               for t, e in state["evaluations"]}
+        # states saved before the iterate's fields existed: the iterate is the model;
+        # the fields in EVAL_FIELDS' order, as add_evaluation writes them
+        history.evaluations = {
+            int(t): {name: e.get(name, e[name.removeprefix("iterate_")])
+                     for name in EVAL_FIELDS}
+            for t, e in state["evaluations"]}
         history.certificates = {int(t): dict(c) for t, c in state.get("certificates", [])}
         return history
 

@@ -111,7 +111,9 @@ def train(run, history, *, max_rounds, tol=None, rel_tol=None, eval_every=1,
     stop on the certified gap, divergence or ``stop()``; ``save()`` (if given) at round 0,
     every ``save_every`` rounds and at the end (before the end's certificate where that
     is off the ``eval_every`` schedule, so that a resume gives the uninterrupted run's
-    bits). ``run.model`` is the certified point with the smallest primal."""
+    bits; a resume of such a finished run makes that certificate). ``run.model`` is the
+    certified point with the smallest primal. A fixed-point overflow raises
+    :class:`Diverged` carrying the history so far."""
 
     def evaluate():
         try:
@@ -132,9 +134,24 @@ def train(run, history, *, max_rounds, tol=None, rel_tol=None, eval_every=1,
             run.model = w
         return _certified_gap(history, primal, dual)
 
+    try:
+        _train_rounds(run, history, evaluate, max_rounds, tol, rel_tol, eval_every,
+                      progress, callback, stop, save, save_every, resumed)
+    except Diverged as err:
+        err.history = history
+        raise
+    return history
+
+
+def _train_rounds(run, history, evaluate, max_rounds, tol, rel_tol, eval_every, progress,
+                  callback, stop, save, save_every, resumed):
+    """The rounds of :func:`train`."""
     if resumed:
         last = history.last_evaluation
         gap, primal = _certified_gap(history, last["primal"], last["dual"])
+        if run.round >= max_rounds and max(history.evaluations) != run.round:
+            # a finished run saved before its end's off-schedule certificate: make it
+            gap, primal = evaluate()
     else:
         gap, primal = evaluate()
         if save is not None:
@@ -171,7 +188,6 @@ def train(run, history, *, max_rounds, tol=None, rel_tol=None, eval_every=1,
             callback(run)
         if stopping:
             break
-    return history
 
 
 def _certified_gap(history, primal, dual):
@@ -219,13 +235,20 @@ def converged(gap, primal, tol=None, rel_tol=None):
                 or (rel_tol is not None and gap <= rel_tol * abs(primal)))
 
 
+class Diverged(OverflowError):
+    """The iterates left the fixed-point range: the run diverged. ``history`` holds the
+    rounds and certificates before it (set by :func:`train`)."""
+
+    history = None
+
+
 def _guarded(run, operation):
     """Run a protocol operation; turn a fixed-point overflow into an error that says what
     it means for the run."""
     try:
         return operation()
     except OverflowError as err:
-        raise OverflowError(
+        raise Diverged(
             f"round {run.round}: {err}. The iterates left the range the fixed-point "
             f"encoding can hold: the run diverged (try a safer variant such as "
             f"'sigma-safe' or a smaller H) or the data or targets need scaling"

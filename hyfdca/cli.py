@@ -15,7 +15,7 @@ from feddata import PARTICIPATION_KINDS, datasets, federated_problem
 from feddata.partition import SPEC_HELP
 from hyfdca._checkpoint import latest_checkpoint
 from hyfdca._encoding_range import packing_options
-from hyfdca._run import ENGINES, run_hyfdca
+from hyfdca._run import ENGINES, Diverged, run_hyfdca
 from hyfdca._settings import DEFAULT_VARIANT, VARIANT_NAMES, HyFDCASettings
 from hyfdca._signals import GracefulStop, Terminated, raise_terminated
 from solvers import LOSS_CODES, centralized_solution, sign_labels
@@ -74,12 +74,20 @@ def cmd_train(args):
     print(f"{settings.variant} variant, loss={args.loss}, lam={args.lam:g}, "
           f"participation={args.participation} ({args.fraction:g}), P* = {p_star:.8f}")
     with GracefulStop() as stop:
-        run, history = run_hyfdca(fed, settings, max_rounds=args.rounds, tol=args.tol,
-                                  rel_tol=args.rel_tol, eval_every=args.eval_every,
-                                  p_star=p_star, validation=validation, crypto=args.crypto,
-                                  seed=args.seed, progress=not args.quiet,
-                                  checkpoint=checkpoint, checkpoint_every=args.checkpoint_every,
-                                  resume=args.resume, stop=stop)
+        try:
+            run, history = run_hyfdca(
+                fed, settings, max_rounds=args.rounds, tol=args.tol, rel_tol=args.rel_tol,
+                eval_every=args.eval_every, p_star=p_star, validation=validation,
+                crypto=args.crypto, seed=args.seed, progress=not args.quiet,
+                checkpoint=checkpoint, checkpoint_every=args.checkpoint_every,
+                resume=args.resume, stop=stop)
+        except Diverged as err:   # keep what it did; a resume would diverge again
+            err.history.to_csv(out / "history.csv")
+            err.history.to_json(out / "history.json")
+            if not args.checkpoint:
+                shutil.rmtree(checkpoint, ignore_errors=True)
+            print(f"hyfdca: {err}\nhistory up to the divergence in {out}", file=sys.stderr)
+            return 1
     history.to_csv(out / "history.csv")
     history.to_json(out / "history.json")
     if stop.signal is not None:

@@ -1,6 +1,7 @@
 """The `hyfdca` command line."""
 
 import csv
+import json
 
 import numpy as np
 import pytest
@@ -225,3 +226,36 @@ def test_keys_for_a_loss_with_a_dual_box_pack_more_values(tmp_path):
                     + extra) == 0
         slots[loss] = read_server_keys(folder / "server.keys").slots
     assert slots == {"hinge": 24, "squared": 18, None: 15}
+
+
+def test_a_diverging_run_keeps_its_history_and_frees_its_folder(tmp_path, capsys):
+    """An overflow ends the run with exit code 1 and its history so far; the default
+    checkpoint (a resume would diverge again) does not block the folder."""
+    out = tmp_path / "out"
+    run = ["run", "--dataset", "breast_cancer", "--partition", "3x3", "--participation",
+           "fraction", "--fraction", "0.5", "--variant", "combined", "--H", "200", "--loss",
+           "squared", "--lam", "1e-4", "--rounds", "100", "--eval-every", "5", "--quiet",
+           "--crypto", "plain", "--output", str(out)]
+    assert main(run) == 1
+    err = capsys.readouterr().err
+    assert "the run diverged" in err and f"history up to the divergence in {out}" in err
+    rows = json.loads((out / "history.json").read_text())["rows"]
+    assert 0 < len(rows) < 100
+    assert not (out / "checkpoint").exists()
+
+
+def test_resuming_a_finished_run_makes_its_last_certificate(tmp_path, capsys):
+    """--rounds 25 at --eval-every 10 certifies at 25 after saving; resuming the finished
+    run certifies round 25 again instead of reporting round 20's."""
+    out = tmp_path / "out"
+    run = ["run", "--dataset", "breast_cancer", "--partition", "2x2", "--lam", "1e-2",
+           "--eval-every", "10", "--rounds", "25", "--quiet", "--crypto", "plain",
+           "--checkpoint", str(tmp_path / "ck"), "--output", str(out)]
+    assert main(run) == 0
+    first = capsys.readouterr().out
+    before = (out / "history.csv").read_text()
+    assert main([*run, "--resume"]) == 0
+    again = capsys.readouterr().out
+    gap = [line for line in first.splitlines() if "duality gap" in line]
+    assert gap and gap == [line for line in again.splitlines() if "duality gap" in line]
+    assert (out / "history.csv").read_text() == before
