@@ -38,7 +38,9 @@ class Transport(ABC):
     With ``record=True`` every message the server receives is kept in ``server_inbox`` as
     (phase, client id, message), for audits, and everything the server saw, sent and
     received, in order, in ``transcript`` as (direction "down" or "up", phase, client id,
-    message), for attacks on it (``hyfdca.attacks``).
+    message), for attacks on it (``hyfdca.attacks``). Both keep copies: the server updates
+    some of what it received in place (a client's stored parts), and the record is of what
+    crossed the wire when it did.
 
     ``may_lose``: whether a client's reply can fail to arrive. Then a round runs in
     attempts (``HyFDCARun.step``): :meth:`start_attempt` with its clients, and
@@ -100,14 +102,15 @@ class Transport(ABC):
         self.traffic.bytes_down += message_nbytes(message, self.evaluator)
         self.traffic.messages_down += 1
         if self.record:
-            self.transcript.append(("down", phase, client_id, message))
+            self.transcript.append(("down", phase, client_id, copy.deepcopy(message)))
 
     def _received(self, phase, client_id, reply):
         self.traffic.bytes_up += message_nbytes(reply, self.evaluator)
         self.traffic.messages_up += 1
         if self.record:
-            self.server_inbox.append((phase, client_id, reply))
-            self.transcript.append(("up", phase, client_id, reply))
+            kept = copy.deepcopy(reply)
+            self.server_inbox.append((phase, client_id, kept))
+            self.transcript.append(("up", phase, client_id, kept))
 
     def take_traffic(self):
         """The traffic since the last call, and reset."""

@@ -171,3 +171,30 @@ def test_the_attacks_say_when_the_transcript_is_too_short(cancer):
     run, _ = run_hyfdca(fed, settings, max_rounds=2, eval_every=10)  # not recorded
     with pytest.raises(ValueError, match="no inner-product exchange"):
         margin_attack(run.transport.transcript, 0, 12)
+
+
+def test_the_transcript_keeps_what_crossed_the_wire(cancer):
+    """Under partial participation the default runs phase E, and the server updates a
+    client's stored parts in place: the transcript keeps each reply as it was sent, so
+    every recorded part is x_i^k . w at the w its request carried."""
+    from hyfdca import _messages as msg
+    from hyfdca.attacks import client_blocks
+    X, y = cancer
+    fed = P.hybrid_grid(X[:N], y[:N], 2, 2)
+    settings = HyFDCASettings.from_variant("auto", loss="squared", lam=LAM, H=3,
+                                           participation="fraction", fraction=0.5)
+    run, _ = run_hyfdca(fed, settings, max_rounds=60, eval_every=1, record=True, seed=4)
+    assert run.server.round_settings.second_inner_product
+    transcript, checked = run.transport.transcript, 0
+    for k in range(fed.n_clients):
+        Xk, blocks, request = fed.blocks[k].X.toarray(), client_blocks(transcript, k), None
+        for direction, _, client, message in transcript:
+            if client != k:
+                continue
+            if direction == "down" and isinstance(message, msg.WeightsAndRequest):
+                request = message
+            if direction == "up" and isinstance(message, msg.InnerProductParts):
+                got = blocks.read(request.requested, read_as_plaintext(message.parts))
+                np.testing.assert_allclose(got, Xk[request.requested] @ request.w, atol=1e-6)
+                checked += 1
+    assert checked > 200
