@@ -100,10 +100,11 @@ def cmd_train(args):
     X_val, y_val = validation
     accuracy, central_acc = (float(np.mean(sign_labels(X_val @ w) == y_val))
                              for w in (run.model, w_star))
-    rtc = int(history.column("rtc").sum())
-    print(f"\nafter {run.round} rounds ({rtc} round trips, "
-          f"{history.column('bytes_up').sum() / 1e6:.2f} MB up, "
-          f"{history.column('bytes_down').sum() / 1e6:.2f} MB down):")
+    certificates = history.certificates.values()
+    rtc = int(history.column("rtc").sum() + sum(c["rtc"] for c in certificates))
+    print(f"\nafter {run.round} rounds and {len(certificates)} certificates ({rtc} round "
+          f"trips; the rounds' own traffic {history.column('bytes_up').sum() / 1e6:.2f} MB "
+          f"up, {history.column('bytes_down').sum() / 1e6:.2f} MB down):")
     print(f"  duality gap          {primal - dual:.3e}   (best primal - best dual)")
     print(f"  relative loss        {(primal - p_star) / p_star:.3e}   (P - P*) / P*")
     print(f"  validation accuracy  {accuracy:.4f}   (centralized solver: {central_acc:.4f})")
@@ -309,17 +310,20 @@ def cmd_keys(args):
 
 
 def cmd_split(args):
-    """Split a catalogued data set by a partition spec into one party data file per
-    client (client-<k>.npz, or client-<k>.libsvm with --format libsvm: the block, its
-    global sample and feature ids, its labels), as each party would hold its own block in
-    a deployment; for trying a deployment on one machine (docs/deployment.md)."""
+    """Split the training part of a catalogued data set (the 75% that ``hyfdca run``
+    trains on: the same stratified split and seed; the validation quarter is not
+    written) by a partition spec into one party data file per client (client-<k>.npz, or
+    client-<k>.libsvm with --format libsvm: the block, its global sample and feature ids,
+    its labels), as each party would hold its own block in a deployment; for trying a
+    deployment on one machine (docs/deployment.md)."""
     from hyfdca.flower import write_block
 
     out = prepare_output(args.output)
     fed, _ = _problem(args)
     for k, block in enumerate(fed.blocks):
         write_block(out / f"client-{k}.{args.format}", block)
-    print(f"{fed.n_clients} party files in {out} (client-0.{args.format} ... "
+    print(f"{fed.n_clients} party files of the training part ({fed.n_samples} samples; "
+          f"the validation quarter is not written) in {out} (client-0.{args.format} ... "
           f"client-{fed.n_clients - 1}.{args.format})")
     return 0
 
