@@ -58,7 +58,7 @@ def run_hyfdca(dataset, settings, *, max_rounds=100, tol=None, rel_tol=None, eva
     """
     if engine not in ENGINES:
         raise ValueError(f"engine must be one of {ENGINES}, got {engine!r}")
-    _check_run_arguments(max_rounds, eval_every, tol, rel_tol, checkpoint, checkpoint_every,
+    check_run_arguments(max_rounds, eval_every, tol, rel_tol, checkpoint, checkpoint_every,
                          resume, frac_bits, seed)
     if engine == "batched" and (crypto != "plain" or record or transport is not None):
         raise ValueError(f"engine='batched' runs the plaintext protocol without messages "
@@ -203,7 +203,7 @@ def _jsonable(value):
     return json.loads(json.dumps(value, sort_keys=True, default=str))
 
 
-def _check_run_arguments(max_rounds, eval_every, tol, rel_tol, checkpoint, checkpoint_every,
+def check_run_arguments(max_rounds, eval_every, tol, rel_tol, checkpoint, checkpoint_every,
                          resume, frac_bits, seed):
     def whole(value):
         return isinstance(value, (int, np.integer)) and not isinstance(value, bool)

@@ -334,6 +334,7 @@ def cmd_app(args):
     import json
 
     from hyfdca.flower import write_app
+    from hyfdca.flower._server_app import run_options
 
     settings = HyFDCASettings.from_variant(
         args.variant, loss=args.loss, lam=args.lam, H=args.H, iic=args.iic,
@@ -345,13 +346,15 @@ def cmd_app(args):
         raise ValueError("--phase-timeout needs --participation fraction or cyclic (a "
                          "party that does not answer is then absent for the round); "
                          "use --participation fraction --fraction 1.0")
-    folder = write_app(prepare_output(args.output), {
+    config = {
         "num-clients": args.num_clients, "server-keys": str(Path(args.server_keys).resolve()),
         "settings": json.dumps(settings.as_dict()), "seed": args.seed,
         "frac-bits": args.frac_bits, "max-rounds": args.rounds, "eval-every": args.eval_every,
         "rel-tol": args.rel_tol or 0.0, "phase-timeout": timeout,
         "predict-samples": args.predict_samples,
-        "output": str(Path(args.results).resolve())})
+        "output": str(Path(args.results).resolve())}
+    run_options(config)   # what the ServerApp would refuse, refused before writing it
+    folder = write_app(prepare_output(args.output), config)
     print(f"Flower app: {folder / 'pyproject.toml'}; run it with `flwr run {folder} "
           f"<superlink>`")
     return 0
@@ -498,7 +501,7 @@ def build_parser():
     p.add_argument("--seed", type=_whole_number(0), default=0)
     p.add_argument("--frac-bits", type=int, default=32)
     p.add_argument("--rounds", type=_whole_number(0), default=100)
-    p.add_argument("--eval-every", type=int, default=10)
+    p.add_argument("--eval-every", type=_whole_number(1), default=10)
     p.add_argument("--rel-tol", type=float, default=None)
     p.add_argument("--phase-timeout", type=float, default=None,
                    help="seconds a phase waits for replies; a party that does not answer "

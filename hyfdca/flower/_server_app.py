@@ -35,10 +35,11 @@ from flwr.serverapp import ServerApp
 from feddata import History, Layout
 from hyfdca._checkpoint import bytes_array
 from hyfdca._protocol import HyFDCARun
-from hyfdca._run import train
+from hyfdca._run import check_run_arguments, train
 from hyfdca._settings import HyFDCASettings
 from hyfdca.flower._files import read_server_keys
-from hyfdca.flower._transport import FlowerTransport, ask
+from hyfdca._transport import MissingReplies
+from hyfdca.flower._transport import ClientError, FlowerTransport, ask
 from hyfdca.flower._wire import CONFIGURE, DESCRIBE
 
 
@@ -70,8 +71,26 @@ def connect(grid, config):
     return layout, [nodes[i] for i in order]
 
 
+def run_options(config):
+    """(max_rounds, eval_every, rel_tol, seconds a phase waits or None, seed, frac_bits)
+    of a job's run configuration, checked as ``run_hyfdca`` checks its arguments (and
+    the phase timeout: a finite number >= 0, 0 for no limit) before any party is asked
+    anything."""
+    max_rounds, eval_every = config.get("max-rounds", 100), config.get("eval-every", 10)
+    rel_tol = float(config.get("rel-tol", 0)) or None
+    seed, frac_bits = config.get("seed", 0), config.get("frac-bits", 32)
+    check_run_arguments(max_rounds, eval_every, None, rel_tol, None, None, False, frac_bits,
+                        seed)
+    timeout = float(config.get("phase-timeout", 0))
+    if not 0 <= timeout < float("inf"):
+        raise ValueError(f"phase-timeout must be a finite number of seconds >= 0 (0: no "
+                         f"limit), got {timeout}")
+    return max_rounds, eval_every, rel_tol, timeout or None, seed, frac_bits
+
+
 def main(grid, context, defaults):
     config = {**defaults, **context.run_config}
+    max_rounds, eval_every, rel_tol, timeout, seed, frac_bits = run_options(config)
     evaluator = read_server_keys(config["server-keys"])
     if evaluator.protection.startswith("none") and not config.get("insecure", False):
         raise ValueError("the server keys are the plaintext backend's: every value would "
@@ -80,7 +99,6 @@ def main(grid, context, defaults):
                          "the run configuration for a trial without protection")
     layout, nodes = connect(grid, config)
     settings = HyFDCASettings.from_dict(json.loads(config["settings"]))
-    seed, frac_bits = int(config.get("seed", 0)), int(config.get("frac-bits", 32))
     bound = settings.bind(layout)
     streams = HyFDCARun.client_streams(layout, bound, seed)
 
@@ -88,15 +106,12 @@ def main(grid, context, defaults):
         return {"settings": json.dumps(bound.as_dict()), "stream": json.dumps(list(streams[k])),
                 "frac_bits": frac_bits}
     ask(grid, nodes, CONFIGURE, [configuration(k) for k in range(len(nodes))])
-    timeout = float(config.get("phase-timeout", 0)) or None
     transport = FlowerTransport(grid, nodes, evaluator, timeout=timeout, layout=layout,
                                 configure=configuration)
     run = HyFDCARun.remote(layout, settings, evaluator, transport, frac_bits=frac_bits,
                            seed=seed)
     history = History()
-    rel_tol = float(config.get("rel-tol", 0)) or None
-    train(run, history, max_rounds=int(config.get("max-rounds", 100)),
-          eval_every=int(config.get("eval-every", 10)), rel_tol=rel_tol,
+    train(run, history, max_rounds=max_rounds, eval_every=eval_every, rel_tol=rel_tol,
           callback=lambda run: log(INFO, "HyFDCA: round %d done (%d parties)", run.round,
                                    history.rounds[-1]["available"]))
     out = Path(config["output"])
@@ -111,9 +126,14 @@ def main(grid, context, defaults):
         events["prediction"] = f"skipped: clients {sorted(transport.lost)} are away"
         log(WARNING, "HyFDCA: prediction skipped, clients %s are away", sorted(transport.lost))
     elif n_new:
-        labels, margins = run.predict(n_new)
-        np.save(out / "predictions.npy", labels)
-        np.save(out / "margins.npy", margins)
+        try:
+            labels, margins = run.predict(n_new)
+        except (MissingReplies, ClientError) as err:   # lost during the prediction itself
+            events["prediction"] = f"skipped: {err}"
+            log(WARNING, "HyFDCA: prediction skipped: %s", err)
+        else:
+            np.save(out / "predictions.npy", labels)
+            np.save(out / "margins.npy", margins)
     (out / "events.json").write_text(json.dumps(events))
 
 

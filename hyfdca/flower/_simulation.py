@@ -10,7 +10,7 @@ import numpy as np
 
 from hyfdca.flower._client_app import make_client_app
 from hyfdca.flower._files import write_block
-from hyfdca.flower._server_app import make_server_app
+from hyfdca.flower._server_app import make_server_app, run_options
 
 
 def simulate(dataset, settings, folder, *, client_keys, server_keys, max_rounds=100,
@@ -45,6 +45,7 @@ def simulate(dataset, settings, folder, *, client_keys, server_keys, max_rounds=
               "output": str(folder / "output"),
               "predict-dir": str(folder / "predict"),
               "predict-samples": 0 if predict is None else int(predict.n_samples)}
+    run_options(config)   # a bad configuration is refused here, not inside the simulation
     with _workers_at_callers_priority():
         run_simulation(server_app=make_server_app(config),
                        client_app=make_client_app(config, client_mods),

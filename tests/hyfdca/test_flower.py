@@ -1,6 +1,8 @@
 """HyFDCA on Flower: the same apps in Flower's simulation engine give the in-process
 iterates bit for bit; the server loads only public keys."""
 
+import json
+
 import numpy as np
 import pytest
 
@@ -451,3 +453,40 @@ def test_the_clients_key_file_is_never_readable_by_others(tmp_path, monkeypatch)
         os.umask(old)
     assert modes == [0o600, 0o600]
     assert stat.S_IMODE(clients.stat().st_mode) == 0o600
+
+
+def test_a_party_failing_the_prediction_skips_it_with_a_note(job, cancer):
+    """The model, history and events are written; the prediction, which needs every
+    party, is skipped with the reason in events.json (the ServerApp used to crash there,
+    before writing events.json)."""
+    from flwr.app import Error
+    from flwr.app import Message as FlowerMessage
+
+    fed, settings, folder, client_keys, server_keys = job
+    new = P.hybrid_grid(*[a[200:240] for a in cancer], 2, 2)
+
+    def failing_prediction(message, context, call_next):
+        if (int(context.node_config["partition-id"]) == 1
+                and message.metadata.message_type == "query.predict"):
+            return FlowerMessage(Error(code=0, reason="disk gone"), reply_to=message)
+        return call_next(message, context)
+
+    model, rows = flower.simulate(fed, settings, folder / "no-prediction", seed=3,
+                                  client_keys=client_keys, server_keys=server_keys,
+                                  max_rounds=2, eval_every=2, predict=new,
+                                  client_mods=[failing_prediction])
+    output = folder / "no-prediction" / "output"
+    events = json.loads((output / "events.json").read_text())
+    assert events["prediction"].startswith("skipped: ") and "disk gone" in events["prediction"]
+    assert not (output / "predictions.npy").exists() and len(rows["rows"]) == 3
+
+
+def test_a_bad_run_configuration_is_refused_before_any_party_is_asked():
+    from hyfdca.flower._server_app import run_options
+    for bad, message in ((dict(**{"phase-timeout": -1.0}), "phase-timeout must be a finite"),
+                         (dict(**{"phase-timeout": float("inf")}), "phase-timeout must be"),
+                         (dict(**{"eval-every": 0}), "eval_every must be a whole number"),
+                         (dict(**{"rel-tol": float("nan")}), "rel_tol must be None or")):
+        with pytest.raises(ValueError, match=message):
+            run_options(bad)
+    assert run_options({"phase-timeout": 0.0}) == (100, 10, None, None, 0, 32)
