@@ -65,7 +65,19 @@ def read_block(path):
         if missing:
             raise ValueError(f"{path} is not a HyFDCA client block: it lacks {sorted(missing)}")
         X = sp.csr_matrix((f["data"], f["indices"], f["indptr"]), shape=tuple(f["shape"]))
-        return make_block(X, f["y"], f["sample_ids"], f["feature_ids"])
+        y, sample_ids, feature_ids = f["y"], f["sample_ids"], f["feature_ids"]
+    problems = [text for bad, text in (
+        (X.shape != (sample_ids.size, feature_ids.size),
+         f"a block of shape {X.shape} for {sample_ids.size} sample_ids and "
+         f"{feature_ids.size} feature_ids"),
+        (y.shape != (X.shape[0],), f"{y.size} labels for {X.shape[0]} rows"),
+        *((ids.dtype.kind not in "iu" or np.any(ids < 0) or np.any(np.diff(ids) <= 0),
+           f"{name} must be non-negative whole numbers, ascending and unique")
+          for name, ids in (("sample_ids", sample_ids), ("feature_ids", feature_ids))),
+    ) if bad]
+    if problems:
+        raise ValueError(f"{path} is not a consistent client block: " + "; ".join(problems))
+    return make_block(X, y, sample_ids, feature_ids)
 
 
 def _ranges(ids):

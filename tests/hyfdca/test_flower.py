@@ -5,6 +5,7 @@ import json
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 
 from crypto import DealtKeys, KeyHolder, SecureSum
 from feddata import History
@@ -285,6 +286,27 @@ def test_a_libsvm_party_file_names_what_is_wrong(tmp_path):
     bad.write_text("# hyfdca sample_ids: 4\n# hyfdca feature_ids:\n+1\n")
     with pytest.raises(ValueError, match="at least one sample and one feature"):
         flower.read_block(bad)
+
+
+@pytest.mark.parametrize("change, message", [
+    (dict(sample_ids=np.arange(4)), "a block of shape (3, 2) for 4 sample_ids and 2"),
+    (dict(y=np.ones(4)), "4 labels for 3 rows"),
+    (dict(sample_ids=np.array([5, 4, 6])), "sample_ids must be non-negative whole numbers, "
+                                           "ascending and unique"),
+    (dict(feature_ids=np.array([1.0, 2.0])), "feature_ids must be non-negative whole"),
+])
+def test_an_npz_party_file_names_what_is_wrong(tmp_path, change, message):
+    """The checks a LIBSVM party file gets: rows, labels and ids consistent."""
+    import re
+    X = sp.csr_matrix(np.arange(6.0).reshape(3, 2))
+    arrays = dict(data=X.data, indices=X.indices, indptr=X.indptr, shape=np.array(X.shape),
+                  sample_ids=np.array([4, 5, 6]), feature_ids=np.array([1, 2]),
+                  y=np.array([1.0, -1.0, 1.0]))
+    np.savez(tmp_path / "party.npz", **{**arrays, **change})
+    with pytest.raises(ValueError, match=re.escape(message)):
+        flower.read_block(tmp_path / "party.npz")
+    np.savez(tmp_path / "good.npz", **arrays)
+    assert flower.read_block(tmp_path / "good.npz").X.shape == (3, 2)
 
 
 def test_a_compressed_libsvm_party_file_with_blank_header_lines_reads_back(job, tmp_path):
