@@ -12,6 +12,8 @@ scalars), so that a networked transport can carry them (docs/architecture.md).
 import io
 import json
 import struct
+import types
+import typing
 from dataclasses import dataclass, fields
 
 import numpy as np
@@ -266,8 +268,9 @@ class PredictShares:
 
 MESSAGE_TYPES = {cls.__name__: cls for cls in (
     SetupRequest, SharedNormParts, SharedNorms, SetupDone, DualSync, DualRefresh, RoundStart,
-    PrimalContribution, Resync, EvalContribution, WeightsAndRequest, InnerProductParts, Margins, DualUpdate, TentativeStep, PrimalUpdate,
-    EvalRequest, EvalShares, PredictRequest, PredictShares)}
+    PrimalContribution, Resync, EvalContribution, WeightsAndRequest, InnerProductParts,
+    Margins, DualUpdate, TentativeStep, PrimalUpdate, EvalRequest, EvalShares,
+    PredictRequest, PredictShares)}
 _MAGIC = b"HYFDCA-MSG1"
 
 
@@ -285,14 +288,37 @@ def encode_message(message):
 
 
 def decode_message(data):
-    """The message that :func:`encode_message` turned into ``data``."""
+    """The message that :func:`encode_message` turned into ``data``; ValueError for bytes
+    that are not one (damaged, truncated, or a field of the wrong kind)."""
     data = memoryview(data)
     if bytes(data[:len(_MAGIC)]) != _MAGIC:
         raise ValueError("not an encoded HyFDCA message (bad magic bytes)")
     start = len(_MAGIC) + 8
+    if len(data) < start:
+        raise ValueError("truncated HyFDCA message")
     (size,) = struct.unpack("<Q", data[len(_MAGIC):start])
-    header = json.loads(bytes(data[start:start + size]))
-    return _rebuild(header, data, start + size)
+    try:
+        header = json.loads(bytes(data[start:start + size]))
+        return _rebuild(header, data, start + size)
+    except (KeyError, TypeError, AttributeError, IndexError, UnicodeDecodeError) as err:
+        raise ValueError(f"malformed HyFDCA message header ({type(err).__name__}: "
+                         f"{err})") from None
+
+
+def _fits(value, annotation):
+    """Whether a decoded field ``value`` is of its dataclass field's type."""
+    options = typing.get_args(annotation) if isinstance(annotation, types.UnionType) \
+        else (annotation,)
+    for option in options:
+        if option is type(None) and value is None:
+            return True
+        if option in (int, float) and isinstance(value, (int, float, np.integer)) \
+                and not isinstance(value, bool) and (option is float or float(value).is_integer()):
+            return True
+        if option is not type(None) and option not in (int, float) \
+                and isinstance(value, option):
+            return True
+    return False
 
 
 def _array_spec(array, blobs):
@@ -377,4 +403,8 @@ def _build(spec, arrays):
             values[name] = _build(entry["value"], arrays)
         else:
             raise ValueError(f"unknown field kind {kind!r}")
+    for field in fields(cls):
+        if field.name in values and not _fits(values[field.name], field.type):
+            raise ValueError(f"malformed HyFDCA message: {cls.__name__}.{field.name} is "
+                             f"{type(values[field.name]).__name__}, not {field.type}")
     return cls(**values)

@@ -109,6 +109,45 @@ def test_decoding_refuses_damaged_bytes():
         decode_message(data[:-3])
     with pytest.raises(ValueError, match="trailing"):
         decode_message(data + b"\0")
+    with pytest.raises(ValueError, match="truncated"):
+        decode_message(data[:15])
+
+
+def _reencoded(message, edit):
+    """``message``'s bytes with its JSON header changed by ``edit`` (arrays unchanged)."""
+    import json
+    import struct
+    data = encode_message(message)
+    start = len(b"HYFDCA-MSG1") + 8
+    (size,) = struct.unpack("<Q", data[len(b"HYFDCA-MSG1"):start])
+    header = json.loads(data[start:start + size])
+    edit(header)
+    head = json.dumps(header).encode()
+    return b"HYFDCA-MSG1" + struct.pack("<Q", len(head)) + head + data[start + size:]
+
+
+def test_decoding_names_a_malformed_header_or_a_field_of_the_wrong_kind():
+    from hyfdca._messages import PrimalContribution
+    message = PrimalContribution(change=np.arange(3.0), drawn=np.arange(2))
+    assert np.array_equal(decode_message(encode_message(message)).change, np.arange(3.0))
+    with pytest.raises(ValueError, match="malformed HyFDCA message header"):
+        decode_message(_reencoded(message, lambda h: h.pop("fields")))
+    with pytest.raises(ValueError, match="malformed HyFDCA message header"):
+        decode_message(_reencoded(message, lambda h: h.pop("type")))
+
+    def scalar_refresh(header):   # a number where a DualRefresh or None belongs
+        header["fields"]["refresh"] = {"kind": "scalar", "value": 1.0}
+
+    with pytest.raises(ValueError, match="PrimalContribution.refresh is float, not "):
+        decode_message(_reencoded(message, scalar_refresh))
+    from hyfdca._messages import SetupDone
+    done = SetupDone(max_sq_norm=2.0, max_abs_label=1.0)
+
+    def listed_norm(header):      # a list where a number belongs
+        header["fields"]["max_sq_norm"] = {"kind": "scalar", "value": [2.0, 3.0]}
+
+    with pytest.raises(ValueError, match="SetupDone.max_sq_norm is list, not "):
+        decode_message(_reencoded(done, listed_norm))
 
 
 class BytesTransport(InProcessTransport):
