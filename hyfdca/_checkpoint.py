@@ -38,8 +38,8 @@ import numpy as np
 
 # 2: the server keeps each client's v_k and Enc(q) (rejoins); 3: the certified point;
 # 4: the line search's stall record; 5: block draws (settings.draw_block, the batched
-# engine's draw units)
-FORMAT = 5
+# engine's draw units); 6: the protocol's clients away (a failed rejoin)
+FORMAT = 6
 KEEP = 2
 LATEST = "LATEST"
 

@@ -162,11 +162,13 @@ class HyFDCARun:
         """File name -> bytes (``hyfdca._checkpoint``): the server's state, its public
         evaluator and the participation draws in one file, never a private or PRF key;
         each client's state with its own keys in another. Clients back from a restart
-        rejoin first."""
+        rejoin first; those whose rejoin failed are saved as away (their saved state is
+        the blank one of their restart), and rejoin first when the run is resumed."""
         self._rejoin_returning()
         files = {"server.pkl": pickled(dict(
             state=self.server.state(), evaluator=self.server.evaluator, round=self.round,
-            participation=self.participation.rng.bit_generator.state))}
+            participation=self.participation.rng.bit_generator.state,
+            away=self.transport.away()))}
         for client in self.clients:
             files[f"client-{client.id}.pkl"] = pickled(dict(
                 state=client.state(), keys=client.keys, masker=client.masker))
@@ -193,6 +195,8 @@ class HyFDCARun:
             client.load_state(party["state"])
         run.participation.rng.bit_generator.state = server["participation"]
         run.round = server["round"]
+        for k in server["away"]:   # never into a round with the blank state it saved
+            run.transport.rejoined(k, run.rejoin(k))
         return run
 
     # --- participation ------------------------------------------------------------------

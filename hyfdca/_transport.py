@@ -94,6 +94,10 @@ class Transport(ABC):
     def rejoined(self, k, ok):
         """Client k's rejoin went through (``ok``) or not (it is still away)."""
 
+    def away(self):
+        """Clients whose rejoin is still owed (sorted ids): they lost their state."""
+        return []
+
     def _open(self, phase):
         self.traffic.rtc += 1
         self.traffic.phases.append(phase)
@@ -255,6 +259,9 @@ class FaultyTransport(InProcessTransport):
     def rejoined(self, k, ok):
         if not ok:
             self.returning.add(int(k))
+
+    def away(self):
+        return sorted(self.returning)
 
     def _faulty(self, fault, phase, k, scripted=True):
         place = (self.round, phase, int(k), fault)

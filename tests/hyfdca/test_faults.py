@@ -325,3 +325,23 @@ def train_to(run, rel_tol, max_rounds):
     history = History()
     train(run, history, max_rounds=max_rounds, eval_every=10, rel_tol=rel_tol)
     return history
+
+
+def test_a_client_whose_rejoin_failed_rejoins_when_the_run_is_resumed(grid, tmp_path):
+    """A checkpoint taken while a restarted client's rejoin keeps failing holds its blank
+    state; the resumed run rejoins it before any round, never runs a round with it
+    blank, and w accounts for every client's alpha."""
+    from hyfdca._checkpoint import save_checkpoint
+    run = HyFDCARun(grid, partial(fraction=1.0), crypto="mask", transport=faulty(
+        script=[(2, "local dual method", 1, "restart")], drop=1.0, certificate_retries=0,
+        phases={"rejoin: dual sync + primal contribution"}))
+    for _ in range(4):
+        run.step()
+    save_checkpoint(tmp_path, dict(round=run.round), run.server.w, run.checkpoint_files())
+    assert run.transport.away() == [1]
+    resumed = HyFDCARun.from_checkpoint(tmp_path / "round-000004", grid,
+                                        partial(fraction=1.0), crypto="mask")
+    assert [(r["round"], r["client"]) for r in resumed.rejoin_costs] == [(4, 1)]
+    records = [resumed.step() for _ in range(2)]
+    assert [r["available"] for r in records] == [4, 4]
+    assert_w_accounts_for_each_client(resumed)
