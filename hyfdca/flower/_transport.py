@@ -89,7 +89,8 @@ class FlowerTransport(Transport):
     Without a timeout a phase waits for every reply and a lost one is an error.
 
     ``events``: ("lost", round, client, phase) and ("rejoined", round, client, node), with
-    the index of the round being run (or about to be).
+    the index of the round being run (or about to be; for an exchange outside the rounds,
+    a certificate or a rejoin, the round last run).
     """
 
     def __init__(self, grid, nodes, evaluator, timeout=None, record=False, layout=None,
@@ -111,7 +112,10 @@ class FlowerTransport(Transport):
     # --- rounds and attempts ------------------------------------------------------------
 
     def start_round(self, round_=None):
-        self.round = round_
+        """Round ``round_`` begins; an exchange outside the rounds (None: a certificate,
+        a rejoin) keeps the round last run, under which its events are listed."""
+        if round_ is not None:
+            self.round = round_
 
     def start_attempt(self, clients):
         self.attempt += 1

@@ -512,3 +512,12 @@ def test_a_bad_run_configuration_is_refused_before_any_party_is_asked():
         with pytest.raises(ValueError, match=message):
             run_options(bad)
     assert run_options({"phase-timeout": 0.0}) == (100, 10, None, None, 0, 32)
+
+
+def test_a_loss_outside_the_rounds_is_listed_under_the_round_last_run():
+    from crypto import deal_keys
+    from hyfdca.flower._transport import FlowerTransport
+    transport = FlowerTransport(None, [11, 12], deal_keys("plain").evaluator, timeout=1.0)
+    transport.start_round(3)
+    transport.start_round()          # a certificate after round 3
+    assert transport.round == 3
