@@ -23,6 +23,7 @@ Keys missing from the run configuration come from the ``defaults`` of
 """
 
 import json
+import os
 import time
 from functools import partial
 from logging import INFO, WARNING
@@ -33,12 +34,12 @@ from flwr.common.logger import log
 from flwr.serverapp import ServerApp
 
 from feddata import History, Layout
-from hyfdca._checkpoint import bytes_array
+from hyfdca._checkpoint import array_bytes, bytes_array, write_atomic
 from hyfdca._protocol import HyFDCARun
 from hyfdca._run import check_run_arguments, train
 from hyfdca._settings import HyFDCASettings
-from hyfdca.flower._files import read_server_keys
 from hyfdca._transport import MissingReplies
+from hyfdca.flower._files import read_server_keys
 from hyfdca.flower._transport import ClientError, FlowerTransport, ask
 from hyfdca.flower._wire import CONFIGURE, DESCRIBE
 
@@ -116,9 +117,11 @@ def main(grid, context, defaults):
                                    history.rounds[-1]["available"]))
     out = Path(config["output"])
     out.mkdir(parents=True, exist_ok=True)
-    np.save(out / "model.npy", run.model)
-    history.to_json(out / "history.json")
-    history.to_csv(out / "history.csv")
+    for stale in ("predictions.npy", "margins.npy"):   # an earlier job's, in this folder
+        (out / stale).unlink(missing_ok=True)
+    write_atomic(out / "model.npy", array_bytes(run.model))
+    _written(out / "history.json", history.to_json)
+    _written(out / "history.csv", history.to_csv)
     events = {"events": transport.events, "skipped_certificates": run.skipped_certificates,
               "rejoins": run.rejoin_costs}
     n_new = int(config.get("predict-samples", 0))
@@ -132,9 +135,17 @@ def main(grid, context, defaults):
             events["prediction"] = f"skipped: {err}"
             log(WARNING, "HyFDCA: prediction skipped: %s", err)
         else:
-            np.save(out / "predictions.npy", labels)
-            np.save(out / "margins.npy", margins)
-    (out / "events.json").write_text(json.dumps(events))
+            write_atomic(out / "predictions.npy", array_bytes(labels))
+            write_atomic(out / "margins.npy", array_bytes(margins))
+    write_atomic(out / "events.json", json.dumps(events).encode())
+
+
+def _written(path, write):
+    """``write(a temporary path)``, then the temporary file renamed to ``path``: a kill
+    leaves the old file or the new one, never half of one."""
+    temporary = path.with_name(f".{path.name}.tmp")
+    write(temporary)
+    os.replace(temporary, path)
 
 
 def make_server_app(defaults=None):

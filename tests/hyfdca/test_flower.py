@@ -493,11 +493,13 @@ def test_a_party_failing_the_prediction_skips_it_with_a_note(job, cancer):
             return FlowerMessage(Error(code=0, reason="disk gone"), reply_to=message)
         return call_next(message, context)
 
+    output = folder / "no-prediction" / "output"
+    output.mkdir(parents=True)
+    np.save(output / "predictions.npy", np.ones(3))   # an earlier job's, never kept
     model, rows = flower.simulate(fed, settings, folder / "no-prediction", seed=3,
                                   client_keys=client_keys, server_keys=server_keys,
                                   max_rounds=2, eval_every=2, predict=new,
                                   client_mods=[failing_prediction])
-    output = folder / "no-prediction" / "output"
     events = json.loads((output / "events.json").read_text())
     assert events["prediction"].startswith("skipped: ") and "disk gone" in events["prediction"]
     assert not (output / "predictions.npy").exists() and len(rows["rows"]) == 3
