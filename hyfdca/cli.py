@@ -453,7 +453,9 @@ def build_parser():
     p.add_argument("--key-bits", default="2048",
                    help="comma-separated key sizes for backends with keys (2048, 3072; "
                         "under 2048 only for quick tests)")
-    p.add_argument("--n-values", type=_whole_number(1), default=200, help="values per vector")
+    p.add_argument("--n-values", type=_whole_number(1), default=200,
+                   help="values per vector (rounded up to whole ciphertexts of a packed "
+                        "backend)")
     p.add_argument("--repeats", type=_whole_number(1), default=1, help="best of this many timings")
     _add_problem_options(p, dataset="breast_cancer", partition="3x3",
                          participation="fraction", fraction=0.5, lam=1e-2)

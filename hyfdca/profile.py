@@ -60,10 +60,13 @@ class OperationCost:
 def measure_operations(name, *, key_bits=None, n_values=1000, repeats=3, seed=0,
                        one_per_ciphertext=False):
     """Best-of-``repeats`` wall time of each operation on a vector of ``n_values``
-    fixed-point values drawn from N(0, 1) (seeded); a packed vector is multiplied by one
-    integer (a slot cannot be scaled alone)."""
+    fixed-point values drawn from N(0, 1) (seeded), rounded up to whole ciphertexts of a
+    packed backend (so that its cost per value is that of full ciphertexts: BFV's 8,192
+    slots); a packed vector is multiplied by one integer (a slot cannot be scaled
+    alone)."""
     keys, evaluator = make_backend(name, **backend_options(name, key_bits,
                                                            one_per_ciphertext))
+    n_values = -(-int(n_values) // keys.slots) * keys.slots
     rng = np.random.default_rng(seed)
     values = rng.standard_normal(n_values)
     multipliers = rng.integers(-2**15, 2**15, size=n_values if keys.slots == 1 else 1)
@@ -116,7 +119,7 @@ class _CryptoTimer:
         # operations per party (clients, then the server), per ciphertext as run.counts
         self.operations = np.zeros((len(run.clients) + 1, len(OPERATIONS)), dtype=np.int64)
         key_holders = {id(c.keys): c.keys for c in run.clients}.values()
-        targets = [(keys, ("encrypt", "decrypt")) for keys in key_holders]
+        targets = [(keys, ("encrypt", "decrypt", "refresh")) for keys in key_holders]
         targets.append((run.transport.evaluator, ("add", "multiply", "add_at")))
         for obj, names in targets:
             for op in names:
@@ -229,7 +232,7 @@ def round_costs_table(breakdowns, reference="paillier"):
     row without a figure (a charged row has encryption seconds only) shows "-"."""
     ref = next((b for b in breakdowns if _label(b) == reference), None)
     lines = ["| backend | s per round | encryption s per round | encryption share | "
-             "MB per round | " + (f"{reference}'s encryption / this |" if ref else "|"),
+             "MB per round |" + (f" {reference}'s encryption / this |" if ref else ""),
              "|---|---|---|---|---|" + ("---|" if ref else "")]
     for b in breakdowns:
         measured = "wall" in b

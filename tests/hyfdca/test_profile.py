@@ -48,14 +48,17 @@ def test_the_timer_charges_clients_and_server(fed):
     assert timer.take()[:3] == (0.0, 0.0, 0.0)
 
 
-@pytest.mark.parametrize("crypto", ["plain", "paillier"])
-def test_the_timer_counts_each_partys_operations_and_they_add_up_to_the_round(fed, crypto):
+@pytest.mark.parametrize("crypto, fraction, rounds", [
+    ("plain", 0.5, 3), ("paillier", 0.5, 3),
+    ("mask", 0.75, 60)])   # long enough for the mask backend's refreshes
+def test_the_timer_counts_each_partys_operations_and_they_add_up_to_the_round(fed, crypto,
+                                                                            fraction, rounds):
     settings = HyFDCASettings.from_variant("auto", lam=0.05, H=5, participation="fraction",
-                                           fraction=0.5)
+                                           fraction=fraction)
     run = HyFDCARun(fed, settings, crypto=crypto,
                     crypto_options=INSECURE if crypto == "paillier" else None, seed=1)
     timer = profile._CryptoTimer(run)
-    for _ in range(3):
+    for _ in range(rounds):
         record = run.step()
         operations = timer.take()[3]
         assert operations.sum(axis=0).tolist() == [record[op] for op in profile.OPERATIONS]
@@ -124,3 +127,22 @@ def test_profile_command_writes_tables_and_chart(tmp_path, capsys):
 def test_profile_command_names_an_unknown_backend(tmp_path):
     with pytest.raises(SystemExit, match="unknown crypto backend"):
         main(["profile", "--backends", "rot13", "--output", str(tmp_path)])
+
+
+def test_a_packed_backend_is_measured_on_full_ciphertexts():
+    """Per-value costs of a packed backend are those of full ciphertexts: the vector is
+    rounded up to whole ciphertexts."""
+    from crypto import make_backend
+    keys, _ = make_backend("fast-paillier", **profile.backend_options("fast-paillier", 512,
+                                                                      False))
+    assert keys.slots > 1
+    costs = profile.measure_operations("fast-paillier", key_bits=512, n_values=keys.slots + 1,
+                                       repeats=1)
+    assert {c.n_values for c in costs} == {2 * keys.slots}
+
+
+def test_the_round_costs_table_has_as_many_cells_as_its_separator():
+    row = dict(backend="mask", wall=2.0, encryption=0.5, encryption_all=1.0, bytes=3e6)
+    for reference in ("paillier", "mask"):     # without and with the reference's column
+        header, separator, body = profile.round_costs_table([row], reference).splitlines()
+        assert header.count("|") == separator.count("|") == body.count("|")
