@@ -254,7 +254,8 @@ class HyFDCARun:
 
     def _rejoin_returning(self):
         """Rejoin every client the transport reports back (before a round, or before a
-        checkpoint: a checkpoint holds only clients in step with the server)."""
+        checkpoint: a checkpoint holds clients in step with the server, and those whose
+        rejoin failed as away, to rejoin first when it is resumed)."""
         for k in self.transport.rejoining(self.round):
             self.transport.rejoined(k, self.rejoin(k))
 

@@ -468,7 +468,7 @@ def build_parser():
                        description=cmd_keys.__doc__)
     p.add_argument("--crypto", default="bfv", choices=sorted(set(BACKENDS) - {"plain"}))
     p.add_argument("--key-bits", type=int, default=2048, help="Paillier modulus bits")
-    p.add_argument("--frac-bits", type=int, default=32)
+    p.add_argument("--frac-bits", type=_whole_number(1), default=32)
     p.add_argument("--loss", choices=sorted(LOSS_CODES), default=None,
                    help="the runs' loss: fast-paillier then sizes its slots for it (24 "
                         "per ciphertext for hinge, smoothed hinge, logistic, 18 for "
@@ -501,7 +501,7 @@ def build_parser():
     p.add_argument("--draw-block", type=_whole_number(1), default=1,
                    help="draw samples in blocks of this many of one holder set")
     p.add_argument("--seed", type=_whole_number(0), default=0)
-    p.add_argument("--frac-bits", type=int, default=32)
+    p.add_argument("--frac-bits", type=_whole_number(1), default=32)
     p.add_argument("--rounds", type=_whole_number(0), default=100)
     p.add_argument("--eval-every", type=_whole_number(1), default=10)
     p.add_argument("--rel-tol", type=float, default=None)

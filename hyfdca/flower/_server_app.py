@@ -77,9 +77,10 @@ def run_options(config):
     of a job's run configuration, checked as ``run_hyfdca`` checks its arguments (and
     the phase timeout: a finite number >= 0, 0 for no limit) before any party is asked
     anything."""
-    max_rounds, eval_every = config.get("max-rounds", 100), config.get("eval-every", 10)
+    max_rounds, eval_every, seed, frac_bits = (
+        _count(config.get(name, default)) for name, default in
+        (("max-rounds", 100), ("eval-every", 10), ("seed", 0), ("frac-bits", 32)))
     rel_tol = float(config.get("rel-tol", 0)) or None
-    seed, frac_bits = config.get("seed", 0), config.get("frac-bits", 32)
     check_run_arguments(max_rounds, eval_every, None, rel_tol, None, None, False, frac_bits,
                         seed)
     timeout = float(config.get("phase-timeout", 0))
@@ -87,6 +88,12 @@ def run_options(config):
         raise ValueError(f"phase-timeout must be a finite number of seconds >= 0 (0: no "
                          f"limit), got {timeout}")
     return max_rounds, eval_every, rel_tol, timeout or None, seed, frac_bits
+
+
+def _count(value):
+    """A configuration's count as an int where it is a whole number (TOML may give 32.0);
+    anything else as it is, for the checks to name."""
+    return int(value) if isinstance(value, float) and value.is_integer() else value
 
 
 def main(grid, context, defaults):

@@ -514,6 +514,11 @@ def test_a_bad_run_configuration_is_refused_before_any_party_is_asked():
         with pytest.raises(ValueError, match=message):
             run_options(bad)
     assert run_options({"phase-timeout": 0.0}) == (100, 10, None, None, 0, 32)
+    # TOML may give a count as 32.0: a whole number, taken as one
+    options = run_options({"frac-bits": 32.0, "max-rounds": 50.0, "seed": 3.0})
+    assert options == (50, 10, None, None, 3, 32) and type(options[5]) is int
+    with pytest.raises(ValueError, match="frac_bits must be a whole number >= 1, got 20.5"):
+        run_options({"frac-bits": 20.5})
 
 
 def test_a_loss_outside_the_rounds_is_listed_under_the_round_last_run():
