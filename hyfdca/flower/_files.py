@@ -14,6 +14,7 @@ Its rows are the samples of ``sample_ids`` in that order; every index must be on
 ``feature_ids``.
 """
 
+import io
 import os
 import pickle
 import zipfile
@@ -185,12 +186,34 @@ def read_client_keys(path):
     return keys, masker
 
 
+# what a server.keys file may hold: each backend's public evaluator and its parts
+# (unpickling anything else could run code on the server: a party hands it this file)
+_PUBLIC_KEY_CLASSES = {
+    ("crypto._interface", "OpCounts"), ("crypto._fixed_point", "FixedPoint"),
+    ("crypto._plain", "PlainEvaluator"), ("crypto._mask", "MaskEvaluator"),
+    ("crypto._paillier", "PaillierEvaluator"), ("phe.paillier", "PaillierPublicKey"),
+    ("crypto._fast_paillier", "FastPaillierEvaluator"), ("gmpy2.gmpy2", "from_binary"),
+    ("crypto._bfv", "BFVEvaluator")}
+
+
+class _PublicKeyUnpickler(pickle.Unpickler):
+    def find_class(self, module, name):
+        if (module, name) not in _PUBLIC_KEY_CLASSES:
+            raise pickle.UnpicklingError(f"{module}.{name}")
+        return super().find_class(module, name)
+
+
 def read_server_keys(path):
-    """The public Evaluator from a ``server.keys`` file (refusing a file that holds a
-    private key: the server never loads one)."""
-    evaluator = pickle.loads(Path(path).read_bytes())
-    if isinstance(evaluator, tuple) or not hasattr(evaluator, "key_id"):
-        raise ValueError(f"{path} is not a server key file (a public evaluator); is it the "
-                         f"clients' key file?")
+    """The public Evaluator from a ``server.keys`` file, unpickling only the classes a
+    public evaluator is made of (so a crafted file runs no code, and the clients' file,
+    which holds private keys, is refused before any of it is built)."""
+    path = Path(path)
+    try:
+        evaluator = _PublicKeyUnpickler(io.BytesIO(path.read_bytes())).load()
+    except pickle.UnpicklingError as err:
+        raise ValueError(f"{path} is not a server key file (a public evaluator): it holds "
+                         f"{err}, which none holds; is it the clients' key file?") from None
+    if not hasattr(evaluator, "key_id"):
+        raise ValueError(f"{path} is not a server key file (a public evaluator)")
     return evaluator
 

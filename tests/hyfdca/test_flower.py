@@ -224,6 +224,32 @@ def test_the_server_loads_only_the_public_key_file(job):
         flower.read_server_keys(client_keys)
 
 
+@pytest.mark.parametrize("crypto, options", [
+    ("plain", {}), ("mask", {}), ("bfv", {}),
+    ("paillier", dict(n_length=512, insecure=True)),
+    ("fast-paillier", dict(n_length=512, insecure=True))])
+def test_every_backends_server_key_file_loads(tmp_path, crypto, options):
+    _, server_keys = flower.write_keys(tmp_path, crypto, **options)
+    assert flower.read_server_keys(server_keys).key_id
+
+
+def test_a_crafted_server_key_file_runs_no_code(tmp_path):
+    """server.keys comes from a party: a pickle that would call a function on loading is
+    refused before it runs (here: os.system, creating a file)."""
+    import os
+    import pickle
+
+    class Crafted:
+        def __reduce__(self):
+            return os.system, (f"touch {tmp_path / 'ran'}",)
+
+    crafted = tmp_path / "server.keys"
+    crafted.write_bytes(pickle.dumps(Crafted()))
+    with pytest.raises(ValueError, match="holds posix.system, which none holds"):
+        flower.read_server_keys(crafted)
+    assert not (tmp_path / "ran").exists()
+
+
 def test_a_deployment_refuses_plaintext_keys_unless_told_it_is_insecure(tmp_path):
     """Checked before the server waits for any party."""
     from types import SimpleNamespace
