@@ -135,20 +135,21 @@ def save_checkpoint(directory, description, model, files):
     _fsync_folder(directory)
     write_atomic(directory / LATEST, name.encode())
     _fsync_folder(directory)
-    for old in sorted(_saved_rounds(directory), key=_round_number)[:-KEEP]:
+    for old in _saved_rounds(directory)[:-KEEP]:
         if old.name != name:
             shutil.rmtree(old)
     _remove_leftovers(directory)
 
 
-def _round_number(folder):
-    return int(folder.name[len("round-"):])
-
-
 def _saved_rounds(directory):
-    """The checkpoint folders round-N of ``directory`` (other names are left alone)."""
-    return [folder for folder in directory.glob("round-*")
-            if folder.name[len("round-"):].isdigit() and folder.is_dir()]
+    """The checkpoint folders round-N of ``directory``, oldest round first (by number, not
+    by name; other names are left alone)."""
+    numbered = {}
+    for folder in directory.glob("round-*"):
+        digits = folder.name[len("round-"):]
+        if digits.isdigit() and folder.is_dir():
+            numbered[int(digits)] = folder
+    return [numbered[t] for t in sorted(numbered)]
 
 
 def _remove_leftovers(directory):

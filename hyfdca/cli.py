@@ -73,6 +73,7 @@ def cmd_train(args):
     p_star, w_star = centralized_solution(*fed.reassemble(), loss=args.loss, lam=args.lam)
     print(f"{settings.variant} variant, loss={args.loss}, lam={args.lam:g}, "
           f"participation={args.participation} ({args.fraction:g}), P* = {p_star:.8f}")
+    diverged = None
     with GracefulStop() as stop:
         try:
             run, history = run_hyfdca(
@@ -81,15 +82,15 @@ def cmd_train(args):
                 crypto=args.crypto, seed=args.seed, progress=not args.quiet,
                 checkpoint=checkpoint, checkpoint_every=args.checkpoint_every,
                 resume=args.resume, stop=stop)
-        except Diverged as err:   # keep what it did; a resume would diverge again
-            err.history.to_csv(out / "history.csv")
-            err.history.to_json(out / "history.json")
-            if not args.checkpoint:
-                shutil.rmtree(checkpoint, ignore_errors=True)
-            print(f"hyfdca: {err}\nhistory up to the divergence in {out}", file=sys.stderr)
-            return 1
+        except Diverged as err:   # keep what it did
+            diverged, history = err, err.history
     history.to_csv(out / "history.csv")
     history.to_json(out / "history.json")
+    if diverged is not None:   # a resume would diverge again: free the default folder
+        if not args.checkpoint:
+            shutil.rmtree(checkpoint, ignore_errors=True)
+        print(f"hyfdca: {diverged}\nhistory up to the divergence in {out}", file=sys.stderr)
+        return 1
     if stop.signal is not None:
         print(f"hyfdca: {stop.signal.name} at round {run.round}: history in {out}, "
               f"checkpoint in {checkpoint} (continue with --resume)", file=sys.stderr)
