@@ -15,7 +15,7 @@ from hyfdca._primal_change import rows_change
 from hyfdca._encoding_range import check_encoding_range
 from hyfdca._round import (aggregation_weights, correction_factors, dual_update_range_bits,
                            initial_kappa, line_search_shares, local_dual_method, step_bits)
-from hyfdca._settings import check_classification_labels
+from solvers import check_classification_labels
 
 
 class Client:
@@ -40,7 +40,7 @@ class Client:
     """
 
     # set at construction from its block, keys and settings; the rest is the run's state
-    FIXED = frozenset(("id", "X", "y", "n_local", "keys", "masker", "settings", "stream",
+    FIXED = frozenset(("id", "X", "y", "feature_ids", "n_local", "keys", "masker", "settings", "stream",
                        "q", "partial", "rho", "update_weight", "inv_holders",
                        "_counts", "_n_clients", "_blocks", "_units", "_prediction"))
 
@@ -48,6 +48,7 @@ class Client:
         self.id = client_id
         self.X = block.X
         self.y = block.y
+        self.feature_ids = np.asarray(block.feature_ids)
         self.n_local = block.X.shape[0]
         self.keys = keys
         self.masker = masker
@@ -107,7 +108,8 @@ class Client:
             self._point_trial = (z, z, *self._point_trial[1:])
 
     # what a process that holds the block, keys and settings must keep between messages
-    _PROVIDED = frozenset(("X", "y", "keys", "masker", "settings", "_prediction"))
+    _PROVIDED = frozenset(("X", "y", "feature_ids", "keys", "masker", "settings",
+                           "_prediction"))
 
     def session(self):
         """Everything but the block, keys and settings (a party in another process keeps
@@ -118,8 +120,9 @@ class Client:
     def resume(cls, block, keys, masker, settings, session):
         """The client whose :meth:`session` was ``session``."""
         client = cls.__new__(cls)
-        vars(client).update(session, X=block.X, y=block.y, keys=keys, masker=masker,
-                            settings=settings, _prediction=None)
+        vars(client).update(session, X=block.X, y=block.y,
+                            feature_ids=np.asarray(block.feature_ids), keys=keys,
+                            masker=masker, settings=settings, _prediction=None)
         return client
 
     @property
@@ -212,11 +215,14 @@ class Client:
     # --- prediction -------------------------------------------------------------------
 
     def hold_for_prediction(self, block):
-        """The client's block of new samples (its features J_k of them, global ids)."""
-        if block.X.shape[1] != self.X.shape[1]:
-            raise ValueError(f"client {self.id}: the prediction block has "
-                             f"{block.X.shape[1]} features, the training block "
-                             f"{self.X.shape[1]}")
+        """The client's block of new samples: its training features J_k, the same ids in
+        the same order (w_k's coordinates), of the new samples it holds (global ids)."""
+        if not np.array_equal(np.asarray(block.feature_ids), self.feature_ids):
+            raise ValueError(f"client {self.id}: the prediction block's feature ids differ "
+                             f"from the training block's ({np.size(block.feature_ids)} "
+                             f"against {self.feature_ids.size} ids"
+                             f"{_first_difference(block.feature_ids, self.feature_ids)}): "
+                             f"its columns must be the training block's features, in order")
         self._prediction = block
 
     def predict_shares(self, message):
@@ -225,8 +231,14 @@ class Client:
         block = self._prediction
         if block is None:
             raise ValueError(f"client {self.id} holds no prediction block")
-        parts = np.zeros(int(message.n_samples))
-        parts[block.sample_ids] = block.X @ message.w
+        n_samples = int(message.n_samples)
+        ids = np.asarray(block.sample_ids)
+        if ids.size and (ids.min() < 0 or ids.max() >= n_samples):
+            raise ValueError(f"client {self.id}: the prediction block holds sample ids "
+                             f"{ids.min()} to {ids.max()}, outside the {n_samples} new "
+                             f"samples asked for (ids 0 to {n_samples - 1})")
+        parts = np.zeros(n_samples)
+        parts[ids] = block.X @ message.w
         return msg.PredictShares(self.masker.mask(parts, self.id, message.participants,
                                                   message.tag))
 
@@ -305,8 +317,8 @@ class Client:
         """The same party after a restart that lost its state: its block, keys, settings
         and draw stream, nothing else (it rejoins through the set-up exchange and
         :meth:`resync`)."""
-        return Client(self.id, SimpleNamespace(X=self.X, y=self.y), self.keys, self.masker,
-                      self.settings, self.stream)
+        block = SimpleNamespace(X=self.X, y=self.y, feature_ids=self.feature_ids)
+        return Client(self.id, block, self.keys, self.masker, self.settings, self.stream)
 
     def _draw_units(self, units):
         """Its draw units from the set-up (None: one per sample), checked against its
@@ -464,3 +476,13 @@ class Client:
         return msg.EvalShares(self.masker.mask(sums, self.id, message.participants,
                                                message.tag))
 
+
+def _first_difference(ids, expected):
+    """'' or ', first at position j: a against b' for two id arrays."""
+    ids, expected = np.asarray(ids), np.asarray(expected)
+    n = min(ids.size, expected.size)
+    differ = np.flatnonzero(ids[:n] != expected[:n])
+    if differ.size == 0:
+        return ""
+    j = int(differ[0])
+    return f", first at position {j}: {ids[j]} against {expected[j]}"

@@ -311,21 +311,32 @@ def cmd_keys(args):
 
 
 def cmd_split(args):
-    """Split the training part of a catalogued data set (the 75% that ``hyfdca run``
-    trains on: the same stratified split and seed; the validation quarter is not
-    written) by a partition spec into one party data file per client (client-<k>.npz, or
-    client-<k>.libsvm with --format libsvm: the block, its global sample and feature ids,
-    its labels), as each party would hold its own block in a deployment; for trying a
-    deployment on one machine (docs/deployment.md)."""
+    """Split a catalogued data set by a partition spec into one party data file per
+    client, as each party would hold its own block in a deployment; for trying a
+    deployment on one machine (docs/deployment.md). The training part (the 75% that
+    ``hyfdca run`` trains on: the same stratified split and seed) goes to client-<k>.npz
+    (or client-<k>.libsvm with --format libsvm: the block, its global sample and feature
+    ids, its labels); the validation quarter, split the same way
+    (``feddata.partition.split_like``), to new-<k>.npz, each party's ``predict-file``,
+    with its labels in new-labels.npy to score the prediction (no party of a deployment
+    would hold them)."""
+    import numpy as np
+
+    from feddata.partition import split_like
     from hyfdca.flower import write_block
 
     out = prepare_output(args.output)
-    fed, _ = _problem(args)
-    for k, block in enumerate(fed.blocks):
+    fed, (X_new, y_new) = _problem(args)
+    new = split_like(fed, X_new, seed=args.seed)
+    for k, (block, predict) in enumerate(zip(fed.blocks, new.blocks)):
         write_block(out / f"client-{k}.{args.format}", block)
-    print(f"{fed.n_clients} party files of the training part ({fed.n_samples} samples; "
-          f"the validation quarter is not written) in {out} (client-0.{args.format} ... "
-          f"client-{fed.n_clients - 1}.{args.format})")
+        write_block(out / f"new-{k}.{args.format}", predict)
+    np.save(out / "new-labels.npy", y_new)
+    last = fed.n_clients - 1
+    print(f"{fed.n_clients} party files of the training part ({fed.n_samples} samples) in "
+          f"{out} (client-0.{args.format} ... client-{last}.{args.format}), the "
+          f"validation quarter's ({new.n_samples} samples) to predict (new-0.{args.format} "
+          f"... new-{last}.{args.format}; labels in new-labels.npy)")
     return 0
 
 

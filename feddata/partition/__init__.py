@@ -1,6 +1,7 @@
 """Builders that split pooled data into a :class:`~feddata.FederatedDataset`: horizontal,
-vertical, P x Q grids, the paper's dealt and quadrant schemes, explicit blocks, and
-partitions named by a short text (``partition_from_spec``)."""
+vertical, P x Q grids, the paper's dealt and quadrant schemes, explicit blocks,
+partitions named by a short text (``partition_from_spec``), and new samples split like a
+training partition for federated prediction (``split_like``)."""
 
 from feddata.partition._builders import (
     dealt_features,
@@ -8,6 +9,7 @@ from feddata.partition._builders import (
     horizontal,
     hybrid_grid,
     mnist_quadrants,
+    split_like,
     vertical,
 )
 from feddata.partition._spec import SPEC_HELP, partition_from_spec
@@ -20,5 +22,6 @@ __all__ = [
     "mnist_quadrants",
     "partition_from_spec",
     "SPEC_HELP",
+    "split_like",
     "vertical",
 ]

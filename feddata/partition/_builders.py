@@ -25,6 +25,14 @@ def _entry_rows(X):
     return np.repeat(np.arange(X.shape[0], dtype=np.int64), np.diff(X.indptr))
 
 
+def _row_entries(X, rows):
+    """The positions in X.data (and X.indices) of the entries of ``rows``, row by row."""
+    starts = X.indptr[rows].astype(np.int64)
+    lengths = X.indptr[rows + 1].astype(np.int64) - starts
+    offsets = np.repeat(starts - np.concatenate([[0], np.cumsum(lengths)[:-1]]), lengths)
+    return offsets + np.arange(int(lengths.sum()), dtype=np.int64)
+
+
 def _groups(n, n_groups, rng, what):
     """Split range(n) into n_groups near-equal groups: contiguous, or random if rng."""
     n_groups = int(n_groups)
@@ -206,3 +214,47 @@ def from_blocks(X, y, blocks):
         raise ValueError(f"invalid client blocks:\n  - {orphans.size} non-zero entries "
                          f"(sample, feature) held by no client, e.g. {pairs}")
     return _assemble(X, y, owner, sample_sets, feature_sets)
+
+
+def split_like(fed, X, y=None, *, seed=0):
+    """New samples (X: n x d over ``fed``'s features) split across ``fed``'s clients the
+    way its training data is, for federated prediction: client k keeps its training
+    features J_k, in order, so its block multiplies its part w_k of the model.
+
+    New sample i takes the holders C_s of a training sample s drawn uniformly (seeded),
+    and each non-zero x_ij goes to the first of them whose J_k holds feature j, or, where
+    none of them does (a dealt partition), to the first client whose J_k holds j. Every
+    entry has one holder, so sum_k x_i^k . w_k = x_i . w. ``y``: the new samples' labels
+    (zeros where not given: a prediction needs none). A client dealt no new sample is an
+    error (predict more samples at once)."""
+    X = as_csr(X)
+    if X.shape[1] != fed.n_features:
+        raise ValueError(f"the new samples have {X.shape[1]} features, the training data "
+                         f"{fed.n_features}")
+    y = np.zeros(X.shape[0]) if y is None else _prepare(X, y)[1]
+    n = X.shape[0]
+    template = np.random.default_rng(seed).integers(fed.n_samples, size=n)
+    rows, cols = _entry_rows(X), X.indices.astype(np.int64)
+    owner = np.full(X.nnz, -1, dtype=np.int64)
+    sample_sets = []
+    for k, block in enumerate(fed.blocks):
+        dealt = np.flatnonzero(np.isin(template, block.sample_ids))
+        entries = _row_entries(X, dealt)
+        entries = entries[owner[entries] < 0]
+        at = np.searchsorted(block.feature_ids, cols[entries])
+        held = at < block.feature_ids.size
+        held[held] = block.feature_ids[at[held]] == cols[entries][held]
+        owner[entries[held]] = k
+        sample_sets.append(dealt)
+    first_holder = np.full(fed.n_features, -1, dtype=np.int64)
+    for k in reversed(range(fed.n_clients)):
+        first_holder[fed.blocks[k].feature_ids] = k
+    left = np.flatnonzero(owner < 0)
+    owner[left] = first_holder[cols[left]]
+    for k in np.unique(owner[left]):
+        sample_sets[k] = np.union1d(sample_sets[k], rows[left][owner[left] == k])
+    empty = [k for k, samples in enumerate(sample_sets) if samples.size == 0]
+    if empty:
+        raise ValueError(f"clients {_listing(np.asarray(empty))} would hold none of the "
+                         f"{n} new samples: predict more samples at once")
+    return _assemble(X, y, owner, sample_sets, [b.feature_ids for b in fed.blocks])

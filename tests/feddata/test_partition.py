@@ -236,3 +236,56 @@ def test_builder_argument_errors(data):
         P.horizontal(X, y[:-1], 2)
     with pytest.raises(ValueError, match="labels must be numeric"):
         P.horizontal(X, np.array(["a", "b"] * 45), 2)
+
+
+SPLIT_LIKE = {**BUILDERS, "explicit": lambda X, y: P.from_blocks(
+    X, y, [(range(40), range(30)), (range(20, 60), range(40)), (range(60), range(25, 40))])}
+
+
+@pytest.mark.parametrize("name", SPLIT_LIKE)
+def test_new_samples_split_like_the_training_data(data, name):
+    """split_like: every new entry has one holder (the pooled matrix comes back exactly),
+    each client keeps its training features in order (its block multiplies w_k), and a
+    new sample's holders are a training sample's holders wherever they hold its features,
+    so on a grid a new sample lies in one sample group."""
+    X, y = data
+    fed = SPLIT_LIKE[name](X[:60], y[:60])
+    new = P.split_like(fed, X[60:], y[60:], seed=5)
+    assert_round_trip(new, X[60:], y[60:])
+    for trained, dealt in zip(fed.blocks, new.blocks):
+        np.testing.assert_array_equal(dealt.feature_ids, trained.feature_ids)
+    if name == "grid":
+        groups = {tuple(b.sample_ids) for b in new.blocks}
+        assert len(groups) == 3 and sum(len(g) for g in groups) == 30
+    w = np.random.default_rng(0).normal(size=X.shape[1])
+    margins = np.zeros(new.n_samples)
+    for block in new.blocks:
+        margins[block.sample_ids] += block.X @ w[block.feature_ids]
+    np.testing.assert_allclose(margins, X[60:] @ w, atol=1e-12)
+    again = P.split_like(fed, X[60:], y[60:], seed=5)
+    assert all(np.array_equal(a.sample_ids, b.sample_ids)
+               for a, b in zip(new.blocks, again.blocks))
+
+
+def test_a_new_entry_no_template_holder_holds_goes_to_the_features_first_holder():
+    """Sample 0's holders (clients 0 and 1) hold features 0-2 and sample 1's holder
+    (client 2) feature 3 only: a new sample modelled on either still has every entry held,
+    the ones its template's holders lack by the first client holding that feature."""
+    fed = FederatedDataset([make_block(sp.csr_matrix([[1.0, 2.0]]), [1.0], [0], [0, 1]),
+                            make_block(sp.csr_matrix([[3.0]]), [1.0], [0], [2]),
+                            make_block(sp.csr_matrix([[4.0]]), [-1.0], [1], [3])], 2, 4)
+    X_new = sp.csr_matrix(np.arange(1.0, 41.0).reshape(10, 4))
+    new = P.split_like(fed, X_new, seed=0)
+    assert_round_trip(new, X_new, np.zeros(10))
+    np.testing.assert_array_equal(new.blocks[2].sample_ids, np.arange(10))  # feature 3
+    np.testing.assert_array_equal(new.blocks[0].sample_ids, np.arange(10))  # features 0-1
+
+
+def test_split_like_names_what_it_cannot_split(data):
+    X, y = data
+    fed = P.hybrid_grid(X[:60], y[:60], 3, 3)
+    with pytest.raises(ValueError, match="the new samples have 39 features, the training "
+                                         "data 40"):
+        P.split_like(fed, X[60:, :39])
+    with pytest.raises(ValueError, match=r"would hold none of the 1 new samples"):
+        P.split_like(fed, X[60:61])

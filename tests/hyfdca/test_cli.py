@@ -39,9 +39,10 @@ def test_run_with_the_quadrant_scheme_on_digits(capsys, tmp_path):
     assert (tmp_path / "history.json").exists()
 
 
-def test_unknown_command_exits_with_usage():
-    with pytest.raises(SystemExit):
+def test_unknown_command_exits_with_usage(capsys):
+    with pytest.raises(SystemExit) as stopped:
         main(["nope"])
+    assert stopped.value.code == 2 and "invalid choice: 'nope'" in capsys.readouterr().err
 
 
 def _choices(command, option):
@@ -125,13 +126,21 @@ def test_a_bad_output_folder_is_refused_before_any_work(tmp_path, command):
         main([command, "--output", "/proc/hyfdca"])
 
 
-def test_an_unwritable_output_folder_is_refused(tmp_path):
+def test_an_unwritable_output_folder_is_refused(tmp_path, monkeypatch):
+    """A folder the user may not write in (read-only for a user; root writes everywhere,
+    so there the refusal of the probe file is simulated) is named before any work."""
+    import errno
     import os
-    if os.geteuid() == 0:
-        pytest.skip("root writes everywhere: no unwritable folder to test with")
+    import tempfile
+
     locked = tmp_path / "locked"
     locked.mkdir(mode=0o500)
-    with pytest.raises(SystemExit, match="cannot write in the output folder"):
+    if os.geteuid() == 0:
+        def refused(*args, **kwargs):
+            raise PermissionError(errno.EACCES, "Permission denied")
+        monkeypatch.setattr(tempfile, "TemporaryFile", refused)
+    with pytest.raises(SystemExit, match="cannot write in the output folder .*: "
+                                         "Permission denied"):
         main(["demo", "--output", str(locked / "out")])
 
 
@@ -196,6 +205,17 @@ def test_keys_split_and_app_prepare_a_deployment(tmp_path, capsys):
     assert main(["split", "--output", str(tmp_path / "parties")]) == 0
     blocks = [read_block(tmp_path / "parties" / f"client-{k}.npz") for k in range(4)]
     assert sum(b.X.nnz for b in blocks) > 0
+    # the validation quarter, split like the training part: each party's predict-file
+    from feddata import FederatedDataset
+    from feddata.problems import federated_problem
+
+    _, (X_new, y_new), _ = federated_problem("breast_cancer", "2x2")
+    new = [read_block(tmp_path / "parties" / f"new-{k}.npz") for k in range(4)]
+    for trained, predict in zip(blocks, new):
+        np.testing.assert_array_equal(predict.feature_ids, trained.feature_ids)
+    back, _ = FederatedDataset(new, X_new.shape[0], X_new.shape[1]).reassemble()
+    np.testing.assert_array_equal(back.toarray(), np.asarray(X_new))
+    np.testing.assert_array_equal(np.load(tmp_path / "parties" / "new-labels.npy"), y_new)
     assert main(["app", "--num-clients", "4", "--server-keys",
                  str(tmp_path / "keys" / "server.keys"), "--output", str(tmp_path / "app")]) == 0
     toml = (tmp_path / "app" / "pyproject.toml").read_text()
@@ -205,6 +225,7 @@ def test_keys_split_and_app_prepare_a_deployment(tmp_path, capsys):
     for k, block in enumerate(blocks):
         back = read_block(tmp_path / "lib" / f"client-{k}.libsvm")
         assert (back.X != block.X).nnz == 0
+        assert (read_block(tmp_path / "lib" / f"new-{k}.libsvm").X != new[k].X).nnz == 0
     assert main(["app", "--num-clients", "4", "--server-keys",
                  str(tmp_path / "keys" / "server.keys"), "--participation", "full",
                  "--phase-timeout", "30", "--output", str(tmp_path / "app2")]) == 2

@@ -487,6 +487,7 @@ def test_line_search_sums_are_exact_with_absent_holders(small, monkeypatch):
 
     run_hyfdca(P.hybrid_grid(X, y, 3, 3), settings, max_rounds=5, eval_every=10,
                callback=after_round)
+    assert len(seen) == 5   # one line search a round: the spy saw every one
     for t, shares in enumerate(seen):
         d, a = deltas[t], alphas[t]
         expected = np.array([np.mean(y * d), np.mean(a * d), np.mean(d * d)])
@@ -610,6 +611,34 @@ def test_federated_prediction_equals_the_pooled_models(cancer):
         HyFDCARun(train_fed, settings).predict(new.n_samples)
     with pytest.raises(ValueError, match="holds no prediction block"):
         HyFDCARun(train_fed, settings).predict(new.n_samples, w=run.model)
+
+
+def test_a_prediction_block_unlike_the_training_block_is_refused(cancer):
+    """A party's new samples must come in its training features, in order (w_k's
+    coordinates), and within the samples asked for: a block of another party's features,
+    or of the same number of features in another order, would give wrong margins, and an
+    id past the end (or negative) would fail or wrap around in the index."""
+    from feddata.federated import ClientBlock
+
+    X, y = cancer
+    train_fed, new = P.hybrid_grid(X[:300], y[:300], 2, 2), P.hybrid_grid(X[300:], y[300:], 2, 2)
+    settings = HyFDCASettings.from_variant("auto", lam=0.05)
+    run, _ = run_hyfdca(train_fed, settings, max_rounds=2, crypto="plain")
+    blocks = list(new.blocks)
+    swapped = blocks[0]
+    blocks[0] = ClientBlock(swapped.sample_ids, swapped.feature_ids[::-1].copy(),
+                            swapped.X[:, ::-1].tocsr(), swapped.y)
+    with pytest.raises(ValueError, match=r"client 0: the prediction block's feature ids "
+                                         r"differ .*first at position 0"):
+        run.predict(new.n_samples, blocks=blocks)
+    other = new.blocks[1]   # client 1 holds the other feature group, as many features
+    assert other.X.shape[1] == new.blocks[0].X.shape[1]
+    with pytest.raises(ValueError, match="client 0: the prediction block's feature ids"):
+        run.predict(new.n_samples, blocks=[other, *new.blocks[1:]])
+    with pytest.raises(ValueError, match=r"outside the 100 new samples asked for"):
+        run.predict(100, blocks=new.blocks)
+    labels, margins = run.predict(new.n_samples, blocks=new.blocks)   # the right blocks
+    np.testing.assert_allclose(margins, new.reassemble()[0] @ run.model, atol=1e-8)
 
 
 @pytest.mark.parametrize("loss, synced", [("hinge", True), ("smoothed_hinge", True),
