@@ -80,7 +80,7 @@ import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
 from baselines._admm_kernels import prox_losses
-from baselines._base import ConvexBaseline
+from baselines._base import ConvexBaseline, positive_finite
 
 _DENSE_MAX = 2000   # factor I + G densely (Cholesky) when G is at most this size
 
@@ -147,8 +147,7 @@ class BlockSplittingADMM(ConvexBaseline):
                 f"block-splitting ADMM needs every client in every iteration (full "
                 f"participation); got participation={part.kind!r} with fraction "
                 f"{part.fraction:g}")
-        if not (rho > 0 and np.isfinite(rho)):
-            raise ValueError(f"rho must be positive, got {rho}")
+        positive_finite(rho=rho)
         self.rho = float(rho)
         n, d = dataset.n_samples, dataset.n_features
         self.labels = np.ascontiguousarray(dataset.labels, dtype=np.float64)

@@ -68,7 +68,7 @@ import time
 
 import numpy as np
 
-from baselines._base import ConvexBaseline
+from baselines._base import ConvexBaseline, positive_finite
 from feddata import local_work
 from solvers.kernels import row_sq_norms, sdca_pass
 
@@ -103,19 +103,19 @@ class D3CA(ConvexBaseline):
 
     def __init__(self, dataset, *, iic=1.0, sigma=1.0, gamma="averaging", **kwargs):
         super().__init__(dataset, **kwargs)
-        if not (iic > 0 and sigma > 0):
-            raise ValueError(f"iic and sigma must be positive, got {iic}, {sigma}")
+        positive_finite(iic=iic, sigma=sigma)
         blocks = dataset.blocks
         if isinstance(gamma, str):
             if gamma not in GAMMAS:
-                raise ValueError(f"gamma must be one of {GAMMAS} or a positive number, "
+                raise ValueError(f"gamma must be one of {GAMMAS} or a number in (0, 1], "
                                  f"got {gamma!r}")
             holders = np.bincount(np.concatenate([b.feature_ids for b in blocks]),
                                   minlength=dataset.n_features)
             gamma = 1.0 / holders.max() if gamma == "averaging" else 1.0
-        elif not (gamma > 0 and np.isfinite(gamma)):
-            raise ValueError(f"gamma must be one of {GAMMAS} or a positive number, "
-                             f"got {gamma!r}")
+        elif not (isinstance(gamma, (int, float, np.number)) and 0 < gamma <= 1):
+            raise ValueError(f"gamma must be one of {GAMMAS} or a number in (0, 1] (1 adds "
+                             f"the updates; more would push the dual out of the loss's "
+                             f"domain), got {gamma!r}")
         self.iic, self.sigma, self.gamma = float(iic), float(sigma), float(gamma)
         self.lam_n = self.lam * dataset.n_samples
         self.H = [max(1, int(round(iic * b.X.shape[0]))) for b in blocks]

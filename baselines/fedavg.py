@@ -24,7 +24,7 @@ import time
 
 import numpy as np
 
-from baselines._base import ConvexBaseline
+from baselines._base import ConvexBaseline, positive_finite
 from baselines._local_sgd import local_sgd
 from feddata import local_work
 
@@ -48,8 +48,7 @@ class FedAvg(ConvexBaseline):
 
     def __init__(self, dataset, *, iic=0.1, a=1.0, b=10.0, **kwargs):
         super().__init__(dataset, **kwargs)
-        if not (iic > 0 and a > 0 and b > 0):
-            raise ValueError(f"iic, a and b must be positive, got {iic}, {a}, {b}")
+        positive_finite(iic=iic, a=a, b=b)
         if a * (self.lam + self.mu) / b >= 1.0:
             raise ValueError(f"step too large: a (lam + mu) / b = "
                              f"{a * (self.lam + self.mu) / b:.3g} must be < 1")
@@ -91,8 +90,7 @@ class HyFEMLinear(FedAvg):
     name = "HyFEM"
 
     def __init__(self, dataset, *, mu=0.5, **kwargs):
-        if not mu > 0:
-            raise ValueError(f"mu must be positive, got {mu}")
+        positive_finite(mu=mu)
         self.mu = float(mu)
         super().__init__(dataset, **kwargs)
 

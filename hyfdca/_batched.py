@@ -54,7 +54,7 @@ from hyfdca._round import (aggregation_weights, choose_step, conjugate_gain,
                            moves_prox_centre, new_step_record, next_prox_centre,
                            participants_are_synced, plan_round, sampling_streams, stalls,
                            starts_outer_loop, step_bits, weakened_outer_loop)
-from hyfdca._settings import check_classification_labels
+from solvers import check_classification_labels
 
 BACKENDS = ("numba", "cupy")
 

@@ -589,22 +589,6 @@ class HyFDCASettings:
         return settings
 
 
-def check_classification_labels(y, loss):
-    """A classification loss reads labels as -1 and +1 (the estimators encode theirs);
-    other losses take any label. Each client checks its own labels at set-up; the batched
-    engine checks them all."""
-    if loss not in CLASSIFICATION_LOSSES:
-        return
-    bad = np.flatnonzero((y != 1.0) & (y != -1.0))
-    if bad.size:
-        found = np.unique(y)
-        shown = ", ".join(f"{v:g}" for v in found[:10]) + (" ..." if found.size > 10 else "")
-        raise ValueError(
-            f"loss {loss!r} needs labels -1 and +1, but {bad.size} sample(s) (first: sample "
-            f"{bad[0]}) have other values; labels found: {shown}. Map them first (0/1 "
-            f"labels: y = 2 y - 1), or fit HyFDCAClassifier, which encodes any two classes")
-
-
 def _preset_values(name, lam):
     """The fields of preset ``name`` at ``lam``: below AUTO_PARTIAL_LAM the iic of the
     presets in IIC_LAM_SCALED is scaled by (lam / AUTO_PARTIAL_LAM) ** IIC_LAM_POWER."""

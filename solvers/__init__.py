@@ -41,7 +41,8 @@ from solvers._sdca import (
     shrinking_seeds,
     sign_labels,
 )
-from solvers._validation import as_csr, check_finite, check_labels
+from solvers._validation import (as_csr, check_classification_labels, check_finite,
+                                 check_labels)
 
 __all__ = [
     "CLASSIFICATION_LOSSES",
@@ -59,6 +60,7 @@ __all__ = [
     "ShrinkingHinge",
     "as_csr",
     "centralized_solution",
+    "check_classification_labels",
     "check_finite",
     "check_labels",
     "coordinate_step",

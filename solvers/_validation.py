@@ -3,6 +3,8 @@
 import numpy as np
 import scipy.sparse as sp
 
+from solvers._losses import CLASSIFICATION_LOSSES
+
 
 def _first_bad(values):
     bad = np.flatnonzero(~np.isfinite(values))
@@ -67,3 +69,19 @@ def check_positive(value, name):
     if not (np.isfinite(value) and value > 0):
         raise ValueError(f"{name} must be a positive finite number, got {value!r}")
     return float(value)
+
+
+def check_classification_labels(y, loss):
+    """A classification loss reads labels as -1 and +1 (the estimators encode theirs);
+    other losses take any label. HyFDCA's clients check their own labels at set-up, its
+    batched engine and the baselines check them all."""
+    if loss not in CLASSIFICATION_LOSSES:
+        return
+    bad = np.flatnonzero((y != 1.0) & (y != -1.0))
+    if bad.size:
+        found = np.unique(y)
+        shown = ", ".join(f"{v:g}" for v in found[:10]) + (" ..." if found.size > 10 else "")
+        raise ValueError(
+            f"loss {loss!r} needs labels -1 and +1, but {bad.size} sample(s) (first: sample "
+            f"{bad[0]}) have other values; labels found: {shown}. Map them first (0/1 "
+            f"labels: y = 2 y - 1), or fit HyFDCAClassifier, which encodes any two classes")

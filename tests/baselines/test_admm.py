@@ -123,8 +123,9 @@ def test_round_record_and_bad_rho(small):
     assert record["rtc"] == 1 and record["available"] == 4 and record["bytes_up"] > 0
     assert record["compute_ops"] == max(p.ops + ids.size for p, ids in
                                         zip(method.projectors, method.prox_samples))
-    with pytest.raises(ValueError, match="rho must be positive"):
-        BlockSplittingADMM(fed, rho=0.0)
+    for rho in (0.0, float("inf")):
+        with pytest.raises(ValueError, match=f"rho={rho!r}: must be a finite number > 0"):
+            BlockSplittingADMM(fed, rho=rho)
 
 
 def test_same_seed_same_bits(small):

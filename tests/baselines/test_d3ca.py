@@ -139,8 +139,11 @@ def test_same_seed_same_bits(small):
 @pytest.mark.parametrize("kwargs, message", [
     (dict(gamma="sum"), "gamma must be one of"),
     (dict(gamma=-1.0), "gamma must be one of"),
-    (dict(iic=0.0), "must be positive"),
-    (dict(lam=0.0), "lam must be positive"),
+    (dict(gamma=5.0), r"gamma must be one of .* a number in \(0, 1\]"),
+    (dict(iic=0.0), "iic=0.0: must be a finite number > 0"),
+    (dict(sigma=float("inf")), "sigma=inf: must be a finite number > 0"),
+    (dict(iic=float("inf")), "iic=inf: must be a finite number > 0"),
+    (dict(lam=0.0), "lam=0.0: must be a finite number > 0"),
 ])
 def test_bad_settings_are_named(small, kwargs, message):
     with pytest.raises(ValueError, match=message):

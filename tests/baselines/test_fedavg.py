@@ -135,11 +135,40 @@ def test_fedavg_reduces_the_objective_on_a_horizontal_split(small):
 
 @pytest.mark.parametrize("kwargs, message", [
     (dict(a=5.0, b=1.0, lam=0.5), "step too large"),
-    (dict(iic=0.0), "must be positive"),
-    (dict(lam=-1.0), "lam must be positive"),
+    (dict(iic=0.0), "iic=0.0: must be a finite number > 0"),
+    (dict(lam=-1.0), "lam=-1.0: must be a finite number > 0"),
+    (dict(b=float("inf")), "b=inf: must be a finite number > 0"),
+    (dict(iic=float("inf"), a=float("nan")), "iic=inf, a=nan: must be finite numbers > 0"),
+    (dict(smoothing=0.0), "smoothing=0.0: must be a finite number > 0"),
+    (dict(smoothing=-1.0, loss="smoothed_hinge"), "smoothing=-1.0: must be a finite"),
+    (dict(seed=1.7), "seed must be a whole number >= 0, got 1.7"),
+    (dict(seed=-1), "seed must be a whole number >= 0, got -1"),
     (dict(participation="some"), "participation must be one of"),
 ])
 def test_bad_settings_are_named(small, kwargs, message):
     with pytest.raises(ValueError, match=message):
         FedAvg(P.horizontal(*small, 2), **kwargs)
+
+
+@pytest.mark.parametrize("method", ["FedAvg", "HyFEMLinear", "D3CA", "BlockSplittingADMM"])
+def test_every_convex_baseline_refuses_what_hyfdca_refuses(small, method):
+    """Labels other than -1/+1 under a classification loss (0/1 labels would make every
+    margin y z of a 0 label 0: another problem, solved silently), and run arguments that
+    are not whole numbers or a validation set of another width (its accuracy would read
+    part of w)."""
+    import baselines
+
+    X, y = small
+    cls = getattr(baselines, method)
+    with pytest.raises(ValueError, match=r"loss 'hinge' needs labels -1 and \+1, .* labels "
+                                         r"found: 0, 1"):
+        cls(P.hybrid_grid(X, (y + 1) / 2, 2, 2), lam=LAM)
+    cls(P.hybrid_grid(X, (y + 1) / 2, 2, 2), lam=LAM, loss="squared")  # any target
+    fed = P.hybrid_grid(X, y, 2, 2)
+    for kwargs, message in ((dict(eval_every=0), "eval_every must be a whole number >= 1"),
+                            (dict(max_rounds=2.5), "max_rounds must be a whole number >= 0"),
+                            (dict(validation=(X[:, :20], y)), "the validation set has 20 "
+                                                               "features, the training data")):
+        with pytest.raises(ValueError, match=message):
+            run_baseline(cls(fed, lam=LAM), **kwargs)
 
