@@ -5,7 +5,8 @@ with a fresh 2048-bit r, a fixed h_s = h^n mod n^2 (h = -x^2 mod n for a random 
 raised to a short random exponent a: c = (1 + M n) h_s^a mod n^2. h_s^a comes from a
 fixed-base windowed table (h_s^(j 2^(8i)) for every byte position i and byte value j),
 so an encryption costs ceil(exponent_bits / 8) modular multiplications. The exponent has
-2 x the key's security level in bits (224 at 2048 bits, 256 at 3072); its security rests
+2 x the key's security level in bits (224 at 2048 bits, 256 at 3072 and 4096, 384 from
+7680, 512 from 15360; shorter is refused unless ``insecure``); its security rests
 on the DCR assumption plus the short-exponent hardness that DJN and the libraries built on
 it assume. Decryption uses the factors: m mod p and m mod q by two half-size
 exponentiations (L_p(c^(p-1) mod p^2) h_p mod p), combined by CRT.
@@ -40,6 +41,7 @@ import secrets
 from concurrent.futures import ProcessPoolExecutor
 
 import gmpy2
+import numpy as np
 
 from crypto._fixed_point import FixedPoint
 from crypto._interface import CiphertextError, KeyHolder, OpCounts
@@ -51,8 +53,16 @@ _ids = itertools.count()
 
 
 def default_exponent_bits(n_length):
-    """2 x the security level of an n_length-bit modulus (NIST SP 800-57)."""
-    return 256 if n_length >= 3072 else 224
+    """2 x the security level of an n_length-bit modulus (NIST SP 800-57: 112 bits under
+    3072, 128 under 7680, 192 under 15360, 256 from there)."""
+    for least, level in ((15360, 256), (7680, 192), (3072, 128)):
+        if n_length >= least:
+            return 2 * level
+    return 2 * 112
+
+
+def _whole(value):
+    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
 
 
 def generate_primes(n_length):
@@ -263,9 +273,18 @@ def fast_paillier_backend(n_length=DEFAULT_KEYSIZE, frac_bits=32, insecure=False
     """
     n_length = check_key_size(n_length, insecure)
     codec = FixedPoint(frac_bits) if codec is None else codec
-    exponent_bits = default_exponent_bits(n_length) if exponent_bits is None else exponent_bits
-    if not 64 <= int(exponent_bits) <= n_length:
-        raise ValueError(f"exponent_bits must be in 64..{n_length}, got {exponent_bits}")
+    least = default_exponent_bits(n_length)
+    exponent_bits = least if exponent_bits is None else exponent_bits
+    if not _whole(exponent_bits) or not 64 <= exponent_bits <= n_length:
+        raise ValueError(f"exponent_bits must be a whole number in 64..{n_length}, got "
+                         f"{exponent_bits!r}")
+    if exponent_bits < least and not insecure:
+        raise ValueError(f"exponent_bits={exponent_bits} is below twice the security level "
+                         f"of a {n_length}-bit key ({least}): a baby-step giant-step "
+                         f"search finds a short exponent in 2^(bits/2) steps, and with it "
+                         f"the plaintext; pass insecure=True only in tests")
+    if not _whole(headroom_bits) or headroom_bits < 0:
+        raise ValueError(f"headroom_bits must be a whole number >= 0, got {headroom_bits!r}")
     p, q = generate_primes(n_length)
     n = p * q
     while True:

@@ -145,7 +145,12 @@ class Evaluator:
         Packed vectors take one multiplier for every value (a slot cannot be scaled alone).
         """
         self._check(a)
-        m = np.broadcast_to(np.asarray(integers, dtype=np.int64), (len(a),))
+        given = np.asarray(integers)
+        if given.dtype.kind not in "iu" and (given.dtype.kind != "f"
+                                             or np.any(given != np.round(given))):
+            raise ValueError(f"multiply takes integers (m / 2^extra_bits), got "
+                             f"{given.dtype} values such as {given.ravel()[:3].tolist()}")
+        m = np.broadcast_to(given.astype(np.int64), (len(a),))
         largest = max(int(m.max()), -int(m.min())) if len(a) else 0
         bound = self._grown(a.bound * largest, "a product")
         if a.slots != 1:
@@ -221,14 +226,27 @@ class KeyHolder:
         2^range_bits in magnitude (default and at most the codec's max_bits), which
         becomes the vector's bound (OverflowError if a value is out of range)."""
         bits = self.codec.max_bits if range_bits is None else int(range_bits)
+        self.evaluator._grown(1 << bits, "a fresh encryption")
         ints = self.codec.encode(values, max_bits=bits).ravel()
         self.counts.encrypt += -(-ints.size // self.slots)
         return EncryptedVector(self._encrypt(ints), self.codec.frac_bits, self.key_id,
                                bound=1 << bits, slots=self.slots, length=ints.size)
 
+    def _check_bound(self, vector):
+        """CiphertextError for a vector whose claimed bound exceeds what its ciphertexts
+        can hold: the bound travels unauthenticated, and decryption's range check (a
+        foreign or tampered ciphertext decrypts to values beyond the bound) is only as
+        strong as the bound is tight."""
+        capacity = self.evaluator.capacity
+        if capacity is not None and vector.bound > capacity:
+            raise CiphertextError(f"{vector} claims values up to 2^"
+                                  f"{math.log2(vector.bound):.2f}, beyond the 2^"
+                                  f"{math.log2(capacity):.2f} its ciphertexts hold: tampered")
+
     def decrypt(self, vector):
         """The real values of ``vector``."""
         self.evaluator._check(vector)
+        self._check_bound(vector)
         self.counts.decrypt += len(vector.payload)
         extra = vector.scale_bits - self.codec.frac_bits
         return self.codec.decode(self._decrypt(vector), extra_bits=extra)
@@ -246,6 +264,7 @@ class KeyHolder:
         then stay short). The bound is the old one: it says nothing about the value.
         """
         self.evaluator._check(vector)
+        self._check_bound(vector)
         self.counts.decrypt += len(vector.payload)
         self.counts.encrypt += len(vector.payload)
         ints = np.asarray(self._decrypt(vector))

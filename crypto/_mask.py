@@ -59,6 +59,8 @@ PRIMES = np.array([4294967291, 4294967279, 4294967231], dtype=np.uint64)  # belo
 _P64 = PRIMES.astype(np.int64)
 _LANES = 1 + len(PRIMES)
 _U64 = np.uint64
+# positions of a recipe further apart than this get their keystream in separate runs
+_RUN_GAP = 4096
 
 
 class MaskPayload:
@@ -239,9 +241,14 @@ class MaskKeyHolder(KeyHolder):
         for u in range(len(bounds) - 1):
             sel = order[bounds[u]:bounds[u + 1]]
             pos = payload.pos[sel]
-            lo, hi = int(pos.min()), int(pos.max())
             nonce = payload.nonce[sel[0]].astype("<u8").tobytes()[:12]
-            atoms[sel] = self._stream(nonce, lo, hi - lo + 1)[pos - lo]
+            # keystream for each run of nearby positions, never the span between runs
+            # far apart (a tampered position of 2^31 would otherwise cost 64 GiB)
+            present = np.unique(pos)
+            for run in np.split(present, np.flatnonzero(np.diff(present) > _RUN_GAP) + 1):
+                lo, hi = int(run[0]), int(run[-1])
+                inside = (pos >= lo) & (pos <= hi)
+                atoms[sel[inside]] = self._stream(nonce, lo, hi - lo + 1)[pos[inside] - lo]
         np.add.at(mask0, rows, payload.coef[:, 0] * atoms[:, 0])
         np.add.at(tag_mask, rows, payload.coef[:, 1:] * (atoms[:, 1:] % PRIMES) % PRIMES)
         return mask0, tag_mask % PRIMES
@@ -302,7 +309,7 @@ def _check_structure(p, length):
     ok = (n == length and p.tags.shape == (n, len(PRIMES)) and p.indptr.shape == (n + 1,)
           and p.nonce.shape == (e, 2) and p.coef.shape == (e, _LANES)
           and p.indptr[0] == 0 and p.indptr[-1] == e and np.all(np.diff(p.indptr) >= 0)
-          and (e == 0 or p.pos.min() >= 0))
+          and (e == 0 or (p.pos.min() >= 0 and p.pos.max() < 2**32)))
     if not ok:
         raise CiphertextError(f"truncated or malformed masked payload ({n} values where the "
                               f"vector needs {length}, or an inconsistent recipe)")

@@ -23,7 +23,11 @@ MIN_SECURE_KEYSIZE = 2048
 
 
 def check_key_size(n_length, insecure):
-    """ValueError for a modulus under 2048 bits unless ``insecure`` (tests only)."""
+    """ValueError for a modulus under 2048 bits unless ``insecure`` (tests only), or one
+    that is not a whole number of bits."""
+    if not isinstance(n_length, (int, np.integer)) or isinstance(n_length, bool):
+        raise ValueError(f"the modulus length must be a whole number of bits, got "
+                         f"{n_length!r}")
     n_length = int(n_length)
     if n_length < MIN_SECURE_KEYSIZE and not insecure:
         raise ValueError(f"Paillier keys under {MIN_SECURE_KEYSIZE} bits are insecure "

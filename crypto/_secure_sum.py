@@ -34,6 +34,9 @@ class SecureSum:
     def mask(self, values, client, participants, tag):
         """Client ``client``'s masked shares (uint64), for one sum labelled ``tag``."""
         order = sorted(participants)
+        if len(set(order)) != len(order):
+            raise ValueError(f"participants {order} name a client twice: its masks would "
+                             f"not cancel")
         shares = share_codec(len(order), self.frac_bits).encode(values).astype(np.uint64)
         if client not in order:
             raise ValueError(f"client {client} is not among the participants {order}")
@@ -76,6 +79,10 @@ def masked_total(masked, participants, frac_bits=32, tag="secure sum"):
     whole set, so any other total would be noise).
     """
     expected = sorted(int(k) for k in participants)
+    repeated = sorted({k for k in expected if expected.count(k) > 1})
+    if repeated:
+        raise SecureSumError(f"{tag}: participants {expected} name client(s) {repeated} "
+                             f"twice: the pairwise masks would not cancel")
     received = [(int(k), np.asarray(m)) for k, m in masked]
     ids = [k for k, _ in received]
     duplicated = sorted({k for k in ids if ids.count(k) > 1})
@@ -92,6 +99,11 @@ def masked_total(masked, participants, frac_bits=32, tag="secure sum"):
     sizes = {m.shape for _, m in received}
     if len(sizes) != 1:
         raise SecureSumError(f"{tag}: shares of different shapes {sorted(sizes)}")
+    kinds = sorted({f"{m.dtype}, {m.ndim}-D" for _, m in received
+                    if m.dtype != np.uint64 or m.ndim != 1})
+    if kinds:
+        raise SecureSumError(f"{tag}: shares must be 1-D uint64 arrays, as SecureSum.mask "
+                             f"makes them; got {kinds}")
     acc = np.zeros_like(received[0][1])
     for _, m in received:
         acc += m

@@ -96,7 +96,8 @@ def test_packed_vectors_move_whole_ciphertexts(label):
     with pytest.raises(ValueError, match="multiplied by one integer"):
         ev.multiply(x, np.arange(2 * s), 0)
     unpacked_keys, _ = _deal("fast-paillier")
-    with pytest.raises(ValueError, match="made under key|packing differ"):
+    with pytest.raises(ValueError, match="ciphertext made under key fast-paillier-.*, this "
+                                         "evaluator holds key "):
         ev.add_at(target, [0], unpacked_keys.encrypt([1.0]))
 
 
@@ -255,8 +256,13 @@ def test_key_dealing_gives_the_server_no_secret(backend):
     keys, ev = backend
     assert not isinstance(ev, KeyHolder)
     blob = pickle.dumps(ev)
-    for secret in _secrets_of(keys):
+    secrets = _secrets_of(keys)
+    assert secrets or keys.key_id.startswith("plain")   # the check below checks something
+    for secret in secrets:
         assert secret not in blob
+    if hasattr(ev, "contexts"):   # BFV: the server's SEAL contexts hold no secret key
+        assert not any(context.has_secret_key() for context in ev.contexts())
+        assert all(context.has_secret_key() for context in keys.contexts())
     held = _attributes(ev)
     assert not any(type(o).__name__ in {"PaillierPrivateKey", "_PrivateContext", "SecureSum",
                                         "MaskKeyHolder"} for o in held)
@@ -272,6 +278,8 @@ def _secrets_of(keys):
     out = [v.to_bytes((v.bit_length() + 7) // 8, "little") for v in map(int, out)]
     if hasattr(keys, "_stream_key"):
         out += [keys._stream_key, keys._mac.tobytes()]
+    if hasattr(keys, "_context_blobs"):  # BFV: the SEAL contexts with the secret key
+        out += list(keys._context_blobs)
     return out
 
 
@@ -313,6 +321,17 @@ def test_secure_sum_refuses_missing_extra_and_duplicated_shares():
         masked_total(pairs + [pairs[1]], clients)
     with pytest.raises(SecureSumError, match="different shapes"):
         masked_total(pairs[:3] + [(7, pairs[3][1][:1])], clients)
+    # participants named twice: the masks were drawn over the repeat and cannot cancel
+    with pytest.raises(SecureSumError, match=r"name client\(s\) \[2\] twice"):
+        masked_total(pairs, [0, 2, 2, 5, 7])
+    with pytest.raises(ValueError, match="name a client twice"):
+        masker.mask([1.0], 0, [0, 2, 2], "t")
+    # shares not as SecureSum.mask makes them: summed in float, or cast on addition
+    for bad in (pairs[3][1].astype(np.float64), pairs[3][1].view(np.int64)):
+        with pytest.raises(SecureSumError, match="shares must be 1-D uint64 arrays"):
+            masked_total(pairs[:3] + [(7, bad)], clients)
+    with pytest.raises(SecureSumError, match="shares must be 1-D uint64 arrays"):
+        masked_total([(k, m.reshape(1, -1)) for k, m in pairs], clients)
     np.testing.assert_allclose(masked_total(pairs, clients), [4.0, -8.0], atol=1e-9)
 
 
@@ -320,6 +339,9 @@ def test_secure_sum_refuses_missing_extra_and_duplicated_shares():
 def test_short_keys_are_refused_unless_insecure(name):
     with pytest.raises(ValueError, match="under 2048 bits are insecure"):
         make_backend(name, n_length=1024)
+    for length in (2048.9, "2048", True):
+        with pytest.raises(ValueError, match="must be a whole number of bits"):
+            make_backend(name, n_length=length)
     with pytest.raises(ValueError, match="slots"):
         make_backend("fast-paillier", n_length=512, insecure=True, slots=99)
 
@@ -455,3 +477,67 @@ def test_a_declared_range_bounds_the_vector_and_refuses_values_outside_it(backen
     with pytest.raises(ValueError, match="outside"):
         keys.encrypt(np.array([0.5]), range_bits=63)
     assert keys.encrypt(np.array([0.5])).bound == 2 ** keys.codec.max_bits
+
+
+def test_fast_paillier_refuses_short_exponents_and_negative_headroom():
+    """A random exponent shorter than twice the key's security level falls to a
+    baby-step giant-step search (2^(bits/2) steps), and the plaintext with it; a negative
+    headroom lets a fresh value carry into its neighbour slot. Both are refused before any
+    key is made (insecure=True lets tests shorten the exponent)."""
+    from crypto._fast_paillier import default_exponent_bits
+
+    assert [default_exponent_bits(n) for n in (2048, 3072, 4096, 7680, 15360)] == \
+        [224, 256, 256, 384, 512]
+    with pytest.raises(ValueError, match="exponent_bits=64 is below twice the security "
+                                         "level of a 2048-bit key \\(224\\)"):
+        make_backend("fast-paillier", exponent_bits=64)
+    with pytest.raises(ValueError, match="exponent_bits must be a whole number"):
+        make_backend("fast-paillier", exponent_bits=224.5)
+    with pytest.raises(ValueError, match="headroom_bits must be a whole number >= 0"):
+        make_backend("fast-paillier", headroom_bits=-10)
+    keys, _ = make_backend("fast-paillier", **SMALL, exponent_bits=64, headroom_bits=0)
+    assert keys.decrypt(keys.encrypt([2.0**28, 1.0])).tolist() == [2.0**28, 1.0]
+
+
+@pytest.mark.parametrize("label", ["paillier", "fast-paillier-packed", "bfv"])
+def test_a_claimed_bound_beyond_capacity_is_refused(label):
+    """The bound travels unauthenticated: one beyond what the ciphertexts hold would let
+    a foreign or random ciphertext pass decryption's range check."""
+    from crypto import CiphertextError
+
+    keys, ev = _deal(label)
+    x = keys.encrypt([1.5, -2.0])
+    x.bound = ev.capacity * 2
+    with pytest.raises(CiphertextError, match="claims values up to 2\\^.* beyond the 2\\^"):
+        keys.decrypt(x)
+    with pytest.raises(CiphertextError, match="claims values up to"):
+        keys.refresh(x)
+    x.bound = ev.capacity
+    assert keys.decrypt(x).tolist() == [1.5, -2.0]
+
+
+def test_multiply_takes_integers_only(backend):
+    keys, ev = backend
+    x = keys.encrypt([1.0])
+    with pytest.raises(ValueError, match="multiply takes integers"):
+        ev.multiply(x, 1.9, 0)
+    assert keys.decrypt(ev.multiply(x, 2.0, 0)).tolist() == [2.0]   # a whole float is one
+
+
+def test_a_tampered_mask_position_costs_no_span_of_keystream():
+    """A recipe position far from the others (2^31: 64 GiB of keystream for the span)
+    gets its own run of keystream and fails the MAC; one past 2^32 is malformed."""
+    import tracemalloc
+
+    from crypto import CiphertextError
+
+    keys, ev = _deal("mask")
+    for position, message in ((2**31, "tampered|forged"), (2**40, "malformed")):
+        x = keys.encrypt([1.0, 2.0, 3.0])
+        x.payload.pos[-1] = position
+        tracemalloc.start()
+        with pytest.raises(CiphertextError, match=message):
+            keys.decrypt(x)
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        assert peak < 16 * 2**20
