@@ -1,22 +1,27 @@
 """Shared fixtures: small real data sets, dense and CSR, and the shared data folder."""
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 import scipy.sparse as sp
 from sklearn.datasets import load_breast_cancer, load_digits
 from sklearn.preprocessing import StandardScaler
 
-SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+SHARED_FILES = ("a9a", "SMSSpamCollection")
 
 
 @pytest.fixture(scope="session")
 def shared_data():
-    """Path of ../shared/data; tests that need it skip with a message when it is absent."""
-    if not SHARED_DATA.is_dir():
-        pytest.skip(f"shared data folder {SHARED_DATA} not present (only in the dev checkout)")
-    return SHARED_DATA
+    """The first folder of the data search path ($HYFDCA_DATA, then the development
+    checkout's ../shared/data, then ~/hyfdca_data) that holds a9a and the SMS collection.
+    Tests that need it skip with a message where none does."""
+    from feddata.datasets import data_search_path
+
+    folders = data_search_path()
+    for folder in folders:
+        if all((folder / name).is_file() for name in SHARED_FILES):
+            return folder
+    pytest.skip(f"no folder of the data search path {[str(f) for f in folders]} holds "
+                f"{' and '.join(SHARED_FILES)} (the shared data is only in the dev checkout)")
 
 
 @pytest.fixture(scope="session")

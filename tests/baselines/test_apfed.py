@@ -193,7 +193,7 @@ def test_views():
     train, test = stratified_split(y, 0.3, 0)
     assert len(np.intersect1d(train, test)) == 0 and len(train) + len(test) == 30
     assert np.bincount(y[test]).tolist() == [3, 3, 3]
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="variant must be 'R' or 'C', got 'X'"):
         APFed("X")
 
 

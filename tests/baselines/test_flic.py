@@ -140,7 +140,7 @@ def test_same_seed_same_bits(short_run):
     for i in range(len(clients)):
         assert_array_equal(again.decision_function(i, clients[i]["X_test"]),
                            model.decision_function(i, clients[i]["X_test"]))
-    other = FLIC(6, **dict(kw, seed=4)).fit(clients, rounds=1)
+    other = FLIC(6, **dict(kw, seed=4)).fit(clients, rounds=8)
     assert not np.array_equal(other.anchors.data, model.anchors.data)
 
 
@@ -159,7 +159,7 @@ def test_references_and_variants_run():
     assert not hasattr(cls, "alpha")
     wide = pad_blocks([np.ones((2, 2)), 2 * np.ones((1, 3))], [2, 3])
     assert_array_equal(wide, [[1, 1, 0, 0, 0], [1, 1, 0, 0, 0], [0, 0, 2, 2, 2]])
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="anchor_update must be 'code', 'paper' or 'none'"):
         FLIC(6, anchor_update="other")
 
 

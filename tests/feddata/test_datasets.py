@@ -159,6 +159,7 @@ def test_sms_from_a_small_file(tmp_path):
     np.testing.assert_allclose(sp.linalg.norm(ds.X, axis=1), 1.0)
 
 
+@pytest.mark.needs_shared_data
 def test_shared_data_sets(shared_data):
     a9a = D.load_a9a(shared_data)
     _check_csr(a9a.X)

@@ -226,7 +226,7 @@ def test_a_capped_step_is_the_step_taken(small):
         for cap in (1.0, 0.25))
     assert max(free) > 0.25 and max(capped) == 0.25   # the cap binds where g* is larger
     assert capped[0] == free[0] < 0.25                # and leaves smaller steps alone
-    with pytest.raises(ValueError, match="step_cap"):
+    with pytest.raises(ValueError, match=r"step_cap must be in \[2\^-16, 1\] .* got 1.5"):
         HyFDCASettings.from_variant("paper", step_cap=1.5)
 
 

@@ -302,21 +302,25 @@ def test_a_rejoin_whose_reply_is_lost_leaves_the_client_away(grid):
     np.testing.assert_array_equal(run.server.contribution[1], before[1])
 
 
-def test_a_checkpoint_rejoins_a_returning_client_first(grid):
+def test_a_checkpoint_rejoins_a_returning_client_first(grid, tmp_path):
     """A checkpoint taken between a restart and the next round holds the client rejoined,
-    as the next round would have it: the run goes on with the same bits."""
+    as the next round would have it: the run restored from it owes no rejoin and goes on
+    with the uninterrupted run's bits."""
     script = [(3, "local dual method", 2, "restart")]
     a = HyFDCARun(grid, partial(fraction=1.0), crypto="mask", transport=faulty(script=script))
     b = HyFDCARun(grid, partial(fraction=1.0), crypto="mask", transport=faulty(script=script))
     for _ in range(4):
         a.step()
         b.step()
-    b.checkpoint_files()
+    for name, data in b.checkpoint_files().items():
+        (tmp_path / name).write_bytes(data)
     assert [(r["round"], r["client"]) for r in b.rejoin_costs] == [(4, 2)]
+    restored = HyFDCARun.from_checkpoint(tmp_path, grid, partial(fraction=1.0), crypto="mask")
+    assert restored.rejoin_costs == []   # the files hold the client rejoined
     for _ in range(3):
         a.step()
-        b.step()
-    assert_same_state(a, b)
+        restored.step()
+    assert_same_state(a, restored)
 
 
 def train_to(run, rel_tol, max_rounds):

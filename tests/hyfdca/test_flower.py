@@ -13,7 +13,8 @@ from feddata import partition as P
 from hyfdca import HyFDCARun, HyFDCASettings
 from hyfdca._run import train
 
-flower = pytest.importorskip("hyfdca.flower")
+pytest.importorskip("flwr")  # a test extra; an import error of hyfdca.flower itself fails
+from hyfdca import flower  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -229,8 +230,27 @@ def test_the_server_loads_only_the_public_key_file(job):
     ("paillier", dict(n_length=512, insecure=True)),
     ("fast-paillier", dict(n_length=512, insecure=True))])
 def test_every_backends_server_key_file_loads(tmp_path, crypto, options):
-    _, server_keys = flower.write_keys(tmp_path, crypto, **options)
-    assert flower.read_server_keys(server_keys).key_id
+    """server.keys loads, and its bytes hold none of the clients' secrets: the masks'
+    PRF key, the Paillier primes, the mask backend's stream and MAC keys, BFV's secret
+    contexts (whose loaded contexts hold no secret key either)."""
+    client_keys, server_keys = flower.write_keys(tmp_path, crypto, **options)
+    evaluator = flower.read_server_keys(server_keys)
+    assert evaluator.key_id
+    keys, masker = flower.read_client_keys(client_keys)
+    secrets = [masker._key]
+    for name in ("_private_key", "_private"):
+        if hasattr(keys, name):
+            primes = [int(getattr(keys, name).p), int(getattr(keys, name).q)]
+            secrets += [v.to_bytes((v.bit_length() + 7) // 8, order)
+                        for v in primes for order in ("little", "big")]
+    if hasattr(keys, "_stream_key"):
+        secrets += [keys._stream_key, keys._mac.tobytes()]
+    if hasattr(keys, "_context_blobs"):
+        secrets += list(keys._context_blobs)
+        assert not any(context.has_secret_key() for context in evaluator.contexts())
+    assert len(secrets) > 1 or crypto == "plain"
+    held = server_keys.read_bytes()
+    assert not [secret for secret in secrets if secret in held]
 
 
 def test_a_crafted_server_key_file_runs_no_code(tmp_path):
@@ -274,8 +294,9 @@ def test_a_client_block_file_round_trips(job, tmp_path):
     flower.write_block(tmp_path / "b.npz", fed.blocks[3])
     block = flower.read_block(tmp_path / "b.npz")
     assert (block.X != fed.blocks[3].X).nnz == 0
-    np.testing.assert_array_equal(block.sample_ids, fed.blocks[3].sample_ids)
-    np.testing.assert_array_equal(block.y, fed.blocks[3].y)
+    for name in ("sample_ids", "feature_ids", "y"):
+        np.testing.assert_array_equal(getattr(block, name), getattr(fed.blocks[3], name))
+    assert fed.blocks[3].feature_ids[0] > 0   # global ids, not local positions
     (tmp_path / "x.npz").write_bytes(b"PK")
     with pytest.raises(ValueError, match="is not a HyFDCA client block"):
         flower.read_block(tmp_path / "x.npz")
