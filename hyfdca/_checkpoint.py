@@ -3,12 +3,15 @@
 A checkpoint folder DIR holds
 
   DIR/LATEST                      the name of the newest complete checkpoint
-  DIR/round-000120/run.json       round, engine, settings, seed, frac_bits, crypto, the
-                                  data's fingerprint and the History
+  DIR/round-000120/run.json       round, engine, settings, seed, frac_bits, crypto,
+                                  eval_every, the data's fingerprint, the History, and
+                                  the SHA-256 of every other file of the folder
   DIR/round-000120/model.npy      the certified point w_c (run.model)
   protocol engine:
   DIR/round-000120/server.pkl     the server's state: ciphertexts, w, the public evaluator,
-                                  the participation draws; never a private or PRF key
+                                  the participation draws, the transport's state (a
+                                  simulated lossy network's draws); never a private or
+                                  PRF key
   DIR/round-000120/client-3.pkl   client 3's state and its keys (a party keeps its own)
   batched engine (a plaintext simulation of all parties):
   DIR/round-000120/engine.npz     the engine's arrays
@@ -18,7 +21,9 @@ written under a temporary name and renamed once complete; then LATEST is replace
 way. A kill at any moment leaves LATEST naming a complete checkpoint (or no LATEST at
 all); what such a kill leaves half-written (a .round-N.partial folder, a .LATEST.*.tmp
 file) is removed by the next save. The newest KEEP checkpoints, by round number, are
-kept. One run owns DIR: two runs writing one folder are not supported.
+kept. One run owns DIR: two runs writing one folder are not supported. A file changed
+after the save (a flipped bit, a client file from another round or another client) fails
+its SHA-256 and is named; nothing is resumed from it.
 
 The .pkl files are pickles: load only checkpoints you wrote (unpickling runs code).
 """
@@ -38,8 +43,9 @@ import numpy as np
 
 # 2: the server keeps each client's v_k and Enc(q) (rejoins); 3: the certified point;
 # 4: the line search's stall record; 5: block draws (settings.draw_block, the batched
-# engine's draw units); 6: the protocol's clients away (a failed rejoin)
-FORMAT = 6
+# engine's draw units); 6: the protocol's clients away (a failed rejoin); 7: eval_every,
+# the files' SHA-256, the transport's state, clients back from a restart saved as away
+FORMAT = 7
 KEEP = 2
 LATEST = "LATEST"
 
@@ -122,11 +128,12 @@ def save_checkpoint(directory, description, model, files):
     if partial.exists():
         shutil.rmtree(partial)
     partial.mkdir()
-    write_atomic(partial / "run.json", json.dumps(dict(description, format=FORMAT),
-                                                  indent=1).encode())
-    write_atomic(partial / "model.npy", array_bytes(model))
+    files = {"model.npy": array_bytes(model), **files}
     for file_name, data in files.items():
         write_atomic(partial / file_name, data)
+    digests = {file_name: _sha256(data) for file_name, data in files.items()}
+    write_atomic(partial / "run.json", json.dumps(dict(description, format=FORMAT,
+                                                       files=digests), indent=1).encode())
     _fsync_folder(partial)
     final = directory / name
     if final.exists():
@@ -139,6 +146,26 @@ def save_checkpoint(directory, description, model, files):
         if old.name != name:
             shutil.rmtree(old)
     _remove_leftovers(directory)
+
+
+def _sha256(data):
+    return hashlib.sha256(data).hexdigest()
+
+
+# what run.json must hold besides the run's identity
+_DESCRIBED = ("round", "history", "files")
+
+
+def _check_files(folder, digests):
+    """CheckpointError naming a file of the folder that is missing or differs from the
+    bytes the save wrote."""
+    for file_name, digest in sorted(digests.items()):
+        with reading(folder / file_name) as path:
+            if _sha256(path.read_bytes()) != digest:
+                raise CheckpointError(
+                    f"checkpoint file {path} is damaged: its SHA-256 differs from the one "
+                    f"{folder / 'run.json'} recorded (changed after the save, or a file "
+                    f"of another checkpoint or client)")
 
 
 def _saved_rounds(directory):
@@ -181,9 +208,15 @@ def load_checkpoint(directory):
                               f"to resume")
     with reading(folder / "run.json") as path:
         description = json.loads(path.read_text())
-    if description.get("format") != FORMAT:
-        raise CheckpointError(f"{folder}: checkpoint format {description.get('format')!r}, "
-                              f"this version reads {FORMAT}")
+    if not isinstance(description, dict) or description.get("format") != FORMAT:
+        found = description.get("format") if isinstance(description, dict) else None
+        raise CheckpointError(f"{folder}: checkpoint format {found!r}, this version reads "
+                              f"{FORMAT}")
+    lacking = [key for key in _DESCRIBED if key not in description]
+    if lacking or not isinstance(description["files"], dict):
+        raise CheckpointError(f"checkpoint file {folder / 'run.json'} is damaged: it lacks "
+                              f"{lacking or ['the files digests']}")
+    _check_files(folder, description["files"])
     with reading(folder / "model.npy") as path:
         model = np.load(path, allow_pickle=False)
     return description, model, folder

@@ -80,6 +80,9 @@ class HyFDCARun:
         Keys made before (a resumed run's, :meth:`from_checkpoint`); default: dealt here.
     """
 
+    # the run's records outside the rounds (a checkpoint keeps them)
+    _RECORDS = ("rejoin_costs", "certificate_costs", "skipped_certificates")
+
     def __init__(self, dataset, settings, *, crypto="plain", crypto_options=None,
                  frac_bits=32, seed=0, record=False, transport=None, dealt=None):
         # key dealing at set-up: the clients get keys and masker, the server the evaluator
@@ -160,15 +163,20 @@ class HyFDCARun:
 
     def checkpoint_files(self):
         """File name -> bytes (``hyfdca._checkpoint``): the server's state, its public
-        evaluator and the participation draws in one file, never a private or PRF key;
-        each client's state with its own keys in another. Clients back from a restart
-        rejoin first; those whose rejoin failed are saved as away (their saved state is
-        the blank one of their restart), and rejoin first when the run is resumed."""
-        self._rejoin_returning()
+        evaluator, the participation draws, the transport's settings and state (restored
+        into a transport of the same settings; another starts afresh: ``run_hyfdca``
+        refuses it) and the run's records outside the rounds in one file, never a
+        private or PRF key; each
+        client's state with its own keys in another. Saving changes nothing: clients
+        back from a restart, or whose rejoin failed, are saved as away (their saved
+        state is the blank one of their restart) and rejoin when the run is resumed,
+        before its next round, where the uninterrupted run rejoins them."""
         files = {"server.pkl": pickled(dict(
             state=self.server.state(), evaluator=self.server.evaluator, round=self.round,
             participation=self.participation.rng.bit_generator.state,
-            away=self.transport.away()))}
+            away=self.transport.away(), transport=self.transport.settings(),
+            transport_state=self.transport.state(), records={
+                name: getattr(self, name) for name in self._RECORDS}))}
         for client in self.clients:
             files[f"client-{client.id}.pkl"] = pickled(dict(
                 state=client.state(), keys=client.keys, masker=client.masker))
@@ -195,6 +203,10 @@ class HyFDCARun:
             client.load_state(party["state"])
         run.participation.rng.bit_generator.state = server["participation"]
         run.round = server["round"]
+        if server["transport"] == run.transport.settings():  # else it starts afresh
+            run.transport.load_state(server["transport_state"])
+        for name, records in server["records"].items():
+            setattr(run, name, records)
         for k in server["away"]:   # never into a round with the blank state it saved
             run.transport.rejoined(k, run.rejoin(k))
         return run

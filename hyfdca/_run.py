@@ -60,6 +60,9 @@ def run_hyfdca(dataset, settings, *, max_rounds=100, tol=None, rel_tol=None, eva
         raise ValueError(f"engine must be one of {ENGINES}, got {engine!r}")
     check_run_arguments(max_rounds, eval_every, tol, rel_tol, checkpoint, checkpoint_every,
                          resume, frac_bits, seed)
+    if validation is not None and validation[0].shape[1] != dataset.n_features:
+        raise ValueError(f"run_hyfdca: the validation set has {validation[0].shape[1]} "
+                         f"features, the training data {dataset.n_features}")
     if engine == "batched" and (crypto != "plain" or record or transport is not None):
         raise ValueError(f"engine='batched' runs the plaintext protocol without messages "
                          f"(crypto='plain', record=False, no transport); got "
@@ -76,11 +79,13 @@ def run_hyfdca(dataset, settings, *, max_rounds=100, tol=None, rel_tol=None, eva
         identity = dict(engine=engine, settings=_jsonable(settings.as_dict()), seed=int(seed),
                         frac_bits=int(frac_bits), crypto=crypto,
                         crypto_options=_jsonable(crypto_options or {}),
-                        n_clients=dataset.n_clients, data=dataset_fingerprint(dataset))
+                        eval_every=int(eval_every), n_clients=dataset.n_clients,
+                        data=dataset_fingerprint(dataset))
     if resume:
         description, model, folder = load_checkpoint(checkpoint)
         check_same_run(description, identity)
         run = engine_class.from_checkpoint(folder, dataset, settings, **options)
+        check_same_run(description, dict(transport=_transport_settings(run)))
         run.model = model
         history = History.from_state(description["history"])
         history.p_star = p_star if p_star is not None else history.p_star
@@ -92,7 +97,8 @@ def run_hyfdca(dataset, settings, *, max_rounds=100, tol=None, rel_tol=None, eva
         run = engine_class(dataset, settings, **options)
         history = History(p_star=p_star)
     def save():
-        save_checkpoint(checkpoint, dict(identity, round=run.round, history=history.state()),
+        save_checkpoint(checkpoint, dict(identity, transport=_transport_settings(run),
+                                         round=run.round, history=history.state()),
                         run.model, run.checkpoint_files())
 
     train(run, history, max_rounds=max_rounds, tol=tol, rel_tol=rel_tol,
@@ -255,8 +261,14 @@ def _guarded(run, operation):
         ) from err
 
 
+def _transport_settings(run):
+    """How the run's messages travel, as a resume must match it (None: no messages)."""
+    transport = getattr(run, "transport", None)
+    return None if transport is None else transport.settings()
+
+
 def _accuracy(w, validation):
     if validation is None:
         return None
     X, y = validation
-    return float(np.mean(sign_labels(X @ w[:X.shape[1]]) == y))
+    return float(np.mean(sign_labels(X @ w) == y))

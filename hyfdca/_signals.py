@@ -17,7 +17,7 @@ def raise_terminated(signum, frame):
 class GracefulStop:
     """Within the block, the first SIGINT or SIGTERM asks the run to stop after its
     current round (``stop()`` turns True and ``signal`` records which); a second one
-    aborts at once (KeyboardInterrupt)."""
+    aborts at once (KeyboardInterrupt, :class:`Terminated` for SIGTERM)."""
 
     def __init__(self):
         self.signal = None
@@ -28,7 +28,7 @@ class GracefulStop:
 
     def _handle(self, signum, frame):
         if self.signal is not None:
-            raise KeyboardInterrupt()
+            raise Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
         self.signal = signal.Signals(signum)
         print(f"\n{self.signal.name}: stopping after this round to save the work "
               f"(send it again to abort at once)", file=sys.stderr, flush=True)

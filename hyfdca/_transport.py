@@ -98,6 +98,18 @@ class Transport(ABC):
         """Clients whose rejoin is still owed (sorted ids): they lost their state."""
         return []
 
+    def settings(self):
+        """What a resumed run's transport must match (a checkpoint keeps it): whether it
+        can lose messages, and how (every lossless transport delivers alike)."""
+        return dict(may_lose=self.may_lose)
+
+    def state(self):
+        """What a checkpoint keeps of the transport between rounds (None: nothing)."""
+        return None
+
+    def load_state(self, state):
+        """Continue from :meth:`state`."""
+
     def _open(self, phase):
         self.traffic.rtc += 1
         self.traffic.phases.append(phase)
@@ -262,6 +274,27 @@ class FaultyTransport(InProcessTransport):
 
     def away(self):
         return sorted(self.returning)
+
+    def settings(self):
+        return dict(may_lose=self.may_lose, drop=self.drop, delay=self.delay,
+                    duplicate=self.duplicate, crash=self.crash, retries=self.retries,
+                    certificate_retries=self.certificate_retries,
+                    phases=None if self.phases is None else sorted(self.phases))
+
+    def state(self):
+        """The fault draws' stream, the faults so far, the message counter, the scripted
+        faults still to come and the replies still travelling (a resumed run meets the
+        faults the uninterrupted one would)."""
+        return dict(rng=self.rng.bit_generator.state, faults=vars(self.faults).copy(),
+                    next_id=self._next_id, script=sorted(self.script),
+                    late=copy.deepcopy(self._late))
+
+    def load_state(self, state):
+        self.rng.bit_generator.state = state["rng"]
+        self.faults = FaultCounts(**state["faults"])
+        self._next_id = state["next_id"]
+        self.script = set(state["script"])
+        self._late = state["late"]
 
     def _faulty(self, fault, phase, k, scripted=True):
         place = (self.round, phase, int(k), fault)

@@ -585,6 +585,20 @@ def build_parser():
     return parser
 
 
+def _saved_work(args):
+    """What an abort leaves: the last checkpoint of a ``run`` or ``demo``, if any."""
+    if args.func is not cmd_train:
+        return " before any work was saved"
+    folder = Path(args.checkpoint) if args.checkpoint else Path(args.output) / "checkpoint"
+    try:
+        latest = latest_checkpoint(folder)
+    except (ValueError, OSError):
+        latest = None
+    if latest is None:
+        return " before any work was saved"
+    return f"; the checkpoint {latest} was saved before it (continue with --resume)"
+
+
 def main(argv=None):
     args = build_parser().parse_args(argv)
     previous = signal.signal(signal.SIGTERM, raise_terminated)
@@ -593,10 +607,10 @@ def main(argv=None):
     except (ValueError, OSError) as err:  # bad input: the library's message, no traceback
         print(f"hyfdca {args.command}: error: {err}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt as err:  # outside a run's graceful stop: nothing to save
+    except KeyboardInterrupt as err:  # before a run's graceful stop, or a second signal
         terminated = isinstance(err, Terminated)
-        print(f"\nhyfdca: {'terminated' if terminated else 'interrupted'} before any work "
-              f"was saved", file=sys.stderr)
+        print(f"\nhyfdca: {'terminated' if terminated else 'interrupted'}"
+              f"{_saved_work(args)}", file=sys.stderr)
         return 143 if terminated else 130
     finally:
         signal.signal(signal.SIGTERM, previous)

@@ -43,6 +43,8 @@ def test_labels_outside_plus_minus_one_are_refused(small, labels, shown, engine)
     (dict(frac_bits=20.5), "frac_bits must be a whole number >= 1, got 20.5"),
     (dict(seed=1.7), "seed must be a whole number >= 0, got 1.7"),
     (dict(seed=-1), "seed must be a whole number >= 0, got -1"),
+    (dict(validation=(np.zeros((3, 5)), np.ones(3))),
+     "the validation set has 5 features, the training data"),
 ])
 def test_run_arguments_are_checked_before_any_work(small, arguments, message):
     fed = P.hybrid_grid(*small, 2, 2)

@@ -1,6 +1,7 @@
 """Checkpoint and resume: atomic files, the same bits as an uninterrupted run, SIGKILL at
 any round and phase, nothing private in the server's file, named errors."""
 
+import hashlib
 import json
 import pickle
 import subprocess
@@ -269,8 +270,60 @@ def test_an_engine_file_without_an_array_is_refused(tmp_path, dropped):
     with np.load(path) as saved:
         kept = {key: saved[key] for key in saved.files if key != dropped}
     np.savez(path.with_suffix(""), **kept)  # np.savez appends ".npz"
+    with pytest.raises(CheckpointError, match="engine.npz is damaged: its SHA-256 differs"):
+        run_hyfdca(fed, settings, max_rounds=4, engine="batched", checkpoint=tmp_path,
+                   resume=True)
+    # the same file with its digest recorded (an engine of another version): by name
+    description = json.loads((path.parent / "run.json").read_text())
+    description["files"]["engine.npz"] = hashlib.sha256(path.read_bytes()).hexdigest()
+    (path.parent / "run.json").write_text(json.dumps(description))
     with pytest.raises(CheckpointError, match=f"lacks the arrays .*{dropped}"):
         run_hyfdca(fed, settings, max_rounds=4, engine="batched", checkpoint=tmp_path,
+                   resume=True)
+
+
+@pytest.mark.parametrize("change", ["bit", "stale client", "swapped client", "server"])
+def test_a_file_changed_after_the_save_is_refused(tmp_path, change):
+    """A flipped bit in the model, a client's file from an earlier checkpoint, another
+    client's file, or a server file replaced by a valid pickle: each resumed silently
+    with other bits before; now each fails the SHA-256 run.json recorded, by name."""
+    fed, settings = job.problem()
+    run_hyfdca(fed, settings, max_rounds=4, crypto="mask", checkpoint=tmp_path,
+               checkpoint_every=2)
+    folder = tmp_path / "round-000004"
+    if change == "bit":
+        name, data = "model.npy", bytearray((folder / "model.npy").read_bytes())
+        data[-1] ^= 1
+    elif change == "stale client":
+        name, data = "client-1.pkl", (tmp_path / "round-000002" / "client-1.pkl").read_bytes()
+    elif change == "swapped client":
+        name, data = "client-1.pkl", (folder / "client-2.pkl").read_bytes()
+    else:
+        name, data = "server.pkl", pickle.dumps(dict(round=4))
+    (folder / name).write_bytes(bytes(data))
+    with pytest.raises(CheckpointError, match=f"{name} is damaged: its SHA-256 differs"):
+        run_hyfdca(fed, settings, max_rounds=6, crypto="mask", checkpoint=tmp_path,
+                   resume=True)
+
+
+def test_run_json_without_its_fields_is_named(tmp_path):
+    fed, settings = job.problem()
+    run_hyfdca(fed, settings, max_rounds=2, checkpoint=tmp_path)
+    path = tmp_path / "round-000002" / "run.json"
+    description = json.loads(path.read_text())
+    del description["history"]
+    path.write_text(json.dumps(description))
+    with pytest.raises(CheckpointError, match=r"run.json is damaged: it lacks \['history'\]"):
+        run_hyfdca(fed, settings, max_rounds=4, checkpoint=tmp_path, resume=True)
+
+
+def test_another_eval_every_is_refused(tmp_path):
+    """The certified points depend on the rounds of the certificates: a resume with
+    another period would give a history that no single run has."""
+    fed, settings = job.problem()
+    run_hyfdca(fed, settings, max_rounds=4, eval_every=2, checkpoint=tmp_path)
+    with pytest.raises(CheckpointError, match="eval_every: checkpoint 2, this run 3"):
+        run_hyfdca(fed, settings, max_rounds=8, eval_every=3, checkpoint=tmp_path,
                    resume=True)
 
 
@@ -280,6 +333,14 @@ def test_a_key_mismatch_is_named(tmp_path):
     run_hyfdca(fed, settings, max_rounds=2, crypto="mask", checkpoint=tmp_path / "b")
     a, b = (next((tmp_path / x).glob("round-*")) for x in "ab")
     (a / "client-4.pkl").write_bytes((b / "client-4.pkl").read_bytes())
+    with pytest.raises(CheckpointError, match="client-4.pkl is damaged: its SHA-256 differs"):
+        run_hyfdca(fed, settings, max_rounds=4, crypto="mask", checkpoint=tmp_path / "a",
+                   resume=True)
+    # with its digest recorded too (a folder assembled by hand): the keys are named
+    description = json.loads((a / "run.json").read_text())
+    description["files"]["client-4.pkl"] = hashlib.sha256(
+        (a / "client-4.pkl").read_bytes()).hexdigest()
+    (a / "run.json").write_text(json.dumps(description))
     with pytest.raises(CheckpointError, match="key mismatch: client 4's keys"):
         run_hyfdca(fed, settings, max_rounds=4, crypto="mask", checkpoint=tmp_path / "a",
                    resume=True)

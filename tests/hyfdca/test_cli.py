@@ -193,6 +193,41 @@ def test_a_signal_stops_after_the_round_and_keeps_history_and_checkpoint(tmp_pat
     assert [int(r["round"]) for r in rows] == list(range(stopped_at + 6))
 
 
+@pytest.mark.parametrize("signame,code", [("SIGTERM", 143), ("SIGINT", 130)])
+def test_a_second_signal_aborts_with_its_code_and_names_the_last_checkpoint(
+        tmp_path, signame, code):
+    """A second signal aborts at once: exit code 143 for SIGTERM (it was 130, as for
+    Ctrl-C), and the notice names the checkpoint saved before (it said no work was
+    saved)."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    out = tmp_path / "out"
+    args = [sys.executable, "-m", "hyfdca.cli", "demo", "--rounds", "1000000", "--quiet",
+            "--crypto", "plain", "--eval-every", "5", "--checkpoint-every", "5",
+            "--output", str(out)]
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.time() + 120
+        while not (out / "checkpoint" / "LATEST").exists() and time.time() < deadline:
+            time.sleep(0.05)
+        proc.send_signal(getattr(signal, signame))
+        time.sleep(0.01)
+        proc.send_signal(getattr(signal, signame))
+        _, stderr = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    assert proc.returncode == code, stderr
+    last = [line for line in stderr.splitlines() if line.strip()][-1]
+    if "at round" in last:   # the first signal's stop won the race: its own notice
+        pytest.skip("the run stopped after the first signal before the second arrived")
+    name = "terminated" if signame == "SIGTERM" else "interrupted"
+    assert last.startswith(f"hyfdca: {name}; the checkpoint ") and "--resume" in last
+    assert "round-" in last and "Traceback" not in stderr
+
+
 def test_keys_split_and_app_prepare_a_deployment(tmp_path, capsys):
     pytest.importorskip("flwr")
     from hyfdca.flower import read_block, read_client_keys, read_server_keys

@@ -302,10 +302,17 @@ def test_a_rejoin_whose_reply_is_lost_leaves_the_client_away(grid):
     np.testing.assert_array_equal(run.server.contribution[1], before[1])
 
 
-def test_a_checkpoint_rejoins_a_returning_client_first(grid, tmp_path):
-    """A checkpoint taken between a restart and the next round holds the client rejoined,
-    as the next round would have it: the run restored from it owes no rejoin and goes on
-    with the uninterrupted run's bits."""
+def same_bits(history):
+    """A history's rows and certificates but the clock's seconds, as comparable text."""
+    rows = [[(k, repr(v)) for k, v in row.items() if not k.endswith("seconds")]
+            for row in history.rows()]
+    return rows, repr(sorted(history.evaluations.items()))
+
+
+def test_a_checkpoint_saves_a_returning_client_as_away(grid, tmp_path):
+    """A checkpoint taken between a restart and the next round changes nothing: it saves
+    the client as away, and the run restored from it rejoins the client before its next
+    round, where the uninterrupted run rejoins it; the same bits after."""
     script = [(3, "local dual method", 2, "restart")]
     a = HyFDCARun(grid, partial(fraction=1.0), crypto="mask", transport=faulty(script=script))
     b = HyFDCARun(grid, partial(fraction=1.0), crypto="mask", transport=faulty(script=script))
@@ -314,13 +321,54 @@ def test_a_checkpoint_rejoins_a_returning_client_first(grid, tmp_path):
         b.step()
     for name, data in b.checkpoint_files().items():
         (tmp_path / name).write_bytes(data)
-    assert [(r["round"], r["client"]) for r in b.rejoin_costs] == [(4, 2)]
-    restored = HyFDCARun.from_checkpoint(tmp_path, grid, partial(fraction=1.0), crypto="mask")
-    assert restored.rejoin_costs == []   # the files hold the client rejoined
+    assert b.rejoin_costs == [] and b.transport.away() == [2]   # saving rejoined no one
+    restored = HyFDCARun.from_checkpoint(tmp_path, grid, partial(fraction=1.0), crypto="mask",
+                                         transport=faulty(script=script))
+    assert [(r["round"], r["client"]) for r in restored.rejoin_costs] == [(4, 2)]
     for _ in range(3):
         a.step()
         restored.step()
+    assert [(r["round"], r["client"]) for r in a.rejoin_costs] == [(4, 2)]
     assert_same_state(a, restored)
+
+
+def test_a_checkpoint_changes_nothing_when_a_client_restarted_in_the_last_round(grid, tmp_path):
+    """A restart in the last round, then the run's end off the certificate schedule:
+    with or without checkpoints, the same history (saving used to rejoin the client, so
+    the end's certificate reached it only when checkpoints were on)."""
+    def run(**options):
+        transport = faulty(script=[(12, "local dual method", 1, "restart")])
+        return run_hyfdca(grid, partial(), crypto="mask", max_rounds=13, eval_every=5,
+                          transport=transport, **options)[1]
+
+    plain, saved = run(), run(checkpoint=tmp_path, checkpoint_every=5)
+    assert list(plain.evaluations) == [0, 5, 10]   # round 13: client 1 is away
+    assert same_bits(plain) == same_bits(saved)
+
+
+@pytest.mark.parametrize("faults", [dict(drop=0.05, seed=7),
+                                    dict(delay=0.05, duplicate=0.05, seed=3),
+                                    dict(crash=0.05, seed=5)])
+def test_a_run_over_a_faulty_transport_resumes_with_the_same_faults(grid, tmp_path, faults):
+    """The transport's fault stream, counts and message ids are saved: the resumed run
+    meets the faults of the uninterrupted one (before: the stream started again, and
+    another transport was accepted silently)."""
+    from hyfdca import CheckpointError
+
+    def run(max_rounds, **options):
+        return run_hyfdca(grid, partial(), crypto="mask", max_rounds=max_rounds,
+                          eval_every=5, transport=faulty(**faults), **options)
+
+    whole, whole_history = run(20)
+    run(13, checkpoint=tmp_path)
+    resumed, resumed_history = run(20, checkpoint=tmp_path, resume=True)
+    assert same_bits(resumed_history) == same_bits(whole_history)
+    assert vars(resumed.transport.faults) == vars(whole.transport.faults)
+    np.testing.assert_array_equal(resumed.model, whole.model)
+    with pytest.raises(CheckpointError, match="transport.may_lose: checkpoint True, this run "
+                                              "False"):
+        run_hyfdca(grid, partial(), crypto="mask", max_rounds=20, eval_every=5,
+                   checkpoint=tmp_path, resume=True)
 
 
 def train_to(run, rel_tol, max_rounds):
@@ -345,7 +393,9 @@ def test_a_client_whose_rejoin_failed_rejoins_when_the_run_is_resumed(grid, tmp_
     assert run.transport.away() == [1]
     resumed = HyFDCARun.from_checkpoint(tmp_path / "round-000004", grid,
                                         partial(fraction=1.0), crypto="mask")
-    assert [(r["round"], r["client"]) for r in resumed.rejoin_costs] == [(4, 1)]
+    before = len(run.rejoin_costs)   # the failed attempts, kept in the checkpoint
+    assert resumed.rejoin_costs[:before] == run.rejoin_costs and before > 0
+    assert [(r["round"], r["client"]) for r in resumed.rejoin_costs[before:]] == [(4, 1)]
     records = [resumed.step() for _ in range(2)]
     assert [r["available"] for r in records] == [4, 4]
     assert_w_accounts_for_each_client(resumed)
