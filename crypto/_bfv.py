@@ -261,7 +261,7 @@ class BFVKeyHolder(_Contexts, KeyHolder):
         if values.size and np.max(np.abs(values.astype(np.float64))) > float(bound) * (1 + 1e-12):
             if max(abs(int(v)) for v in values) > bound:
                 raise CiphertextError(
-                    f"a ciphertext decrypts outside the range its operations allow (|x| <= "
+                    f"a ciphertext decrypts outside the range its operations allow (|x| < "
                     f"2^{bound.bit_length()} encoded): it was tampered with or made under "
                     f"another key")
         return values

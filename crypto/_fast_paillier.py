@@ -203,7 +203,7 @@ class FastPaillierKeyHolder(KeyHolder):
             values = values[:len(vector)]
         if values and max(abs(v) for v in values) > bound:
             raise CiphertextError(
-                f"a ciphertext decrypts outside the range its operations allow (|x| <= "
+                f"a ciphertext decrypts outside the range its operations allow (|x| < "
                 f"2^{bound.bit_length()} encoded): it was tampered with or made under another "
                 f"key (or a packed slot overflowed)")
         return object_array(values)

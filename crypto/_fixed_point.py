@@ -14,6 +14,9 @@ class FixedPoint:
     """round(x * 2^frac_bits) as int64, with an overflow check against ``max_bits``."""
 
     def __init__(self, frac_bits=DEFAULT_FRACTIONAL_BITS, max_bits=62):
+        for name, value in (("frac_bits", frac_bits), ("max_bits", max_bits)):
+            if isinstance(value, bool) or not float(value).is_integer():
+                raise ValueError(f"{name} must be a whole number of bits, got {value!r}")
         if not 0 < int(frac_bits) < int(max_bits) <= 62:
             raise ValueError(f"need 0 < frac_bits < max_bits <= 62 (encodings are int64), "
                              f"got {frac_bits}, {max_bits}")

@@ -72,7 +72,7 @@ def signed_checked(values, n, bound):
     if out and max(abs(v) for v in out) > bound:
         raise CiphertextError(
             f"a ciphertext decrypts outside the range its operations allow "
-            f"(|x| <= 2^{int(bound).bit_length()} encoded): it was tampered with or made "
+            f"(|x| < 2^{int(bound).bit_length()} encoded): it was tampered with or made "
             f"under another key")
     return out
 

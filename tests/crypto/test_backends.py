@@ -379,9 +379,13 @@ def test_full_size_keys_round_trip(name, n_length):
     assert ev.nbytes_per_value == n_length // 4
 
 
-def test_fixed_point_refuses_more_than_int64():
+def test_fixed_point_refuses_more_than_int64_and_fractions_of_a_bit():
     with pytest.raises(ValueError, match="max_bits <= 62"):
         FixedPoint(32, max_bits=2046)
+    for bad in (32.7, True):   # 32.7 was truncated to 32
+        with pytest.raises(ValueError, match="frac_bits must be a whole number of bits"):
+            FixedPoint(bad)
+    assert FixedPoint(32.0).frac_bits == 32
 
 
 def test_refresh_reencrypts_the_same_integers(unpacked):
