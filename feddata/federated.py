@@ -52,7 +52,7 @@ class ClientBlock:
         return self.X.shape
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Layout:
     """The public set-up information of a federated problem: who holds which samples and
     features (I_k, J_k), N, d and |C_i|. What a server may know; no data, no labels.
@@ -72,9 +72,16 @@ class Layout:
     @classmethod
     def from_ids(cls, sample_ids, feature_ids, sq_norm_total=None, mean_sq_total=None):
         """The layout of clients holding ``sample_ids[k]`` x ``feature_ids[k]`` (global
-        ids, 0-based; N and d are one more than the largest id)."""
-        sample_ids = tuple(np.asarray(i, dtype=np.int64) for i in sample_ids)
-        feature_ids = tuple(np.asarray(j, dtype=np.int64) for j in feature_ids)
+        ids, 0-based; N and d are one more than the largest id). A server builds it from
+        the ids the parties report, so ids that FederatedDataset would refuse are refused
+        here too, by name: fractional, negative, repeated or unsorted ids, an empty
+        client, lists of different lengths."""
+        sample_ids, feature_ids = list(sample_ids), list(feature_ids)
+        if not sample_ids or len(sample_ids) != len(feature_ids):
+            raise ValueError(f"a layout needs one sample-id list and one feature-id list per "
+                             f"client, got {len(sample_ids)} and {len(feature_ids)}")
+        sample_ids = tuple(_layout_ids(k, i, "sample") for k, i in enumerate(sample_ids))
+        feature_ids = tuple(_layout_ids(k, j, "feature") for k, j in enumerate(feature_ids))
         n = 1 + max((int(i.max()) for i in sample_ids if i.size), default=-1)
         d = 1 + max((int(j.max()) for j in feature_ids if j.size), default=-1)
         counts = np.zeros(n, dtype=np.int64)
@@ -106,6 +113,22 @@ class Layout:
 
 def _ids(values):
     return np.asarray(values, dtype=np.int64).ravel()
+
+
+def _layout_ids(k, values, name):
+    """Client k's ``name`` ids as int64, or ValueError naming what is wrong with them."""
+    ids = np.asarray(values).ravel()
+    if ids.size == 0:
+        raise ValueError(f"client {k} holds no {name}s")
+    if ids.dtype.kind not in "iu" and not (ids.dtype.kind == "f"
+                                           and np.all(ids == np.round(ids))):
+        raise ValueError(f"client {k}: {name} ids must be whole numbers, got {ids.dtype} "
+                         f"values such as {ids[:3].tolist()}")
+    ids = ids.astype(np.int64)
+    if ids.min() < 0 or np.any(np.diff(ids) <= 0):
+        raise ValueError(f"client {k}: {name} ids must be >= 0 and strictly increasing (no "
+                         f"repeats)")
+    return ids
 
 
 def _listing(ids):

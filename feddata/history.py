@@ -35,6 +35,14 @@ def local_work(indptr, steps):
     return int(np.sum(indptr[steps + 1] - indptr[steps]) + steps.size)
 
 
+def _finite_or_none(value):
+    """A number as :func:`_plain` gives it; None for NaN and inf (JSON has neither)."""
+    if not isinstance(value, (int, float, np.number, np.bool_)):
+        return value   # None, or a value that is not a number (written as it is)
+    value = _plain(value)
+    return None if isinstance(value, float) and not np.isfinite(value) else value
+
+
 def _plain(value):
     """A number as a Python int or float (JSON-able); None stays None."""
     if value is None or isinstance(value, (bool, np.bool_)):
@@ -154,7 +162,8 @@ class History:
             writer.writerows(rows)
 
     def to_json(self, path):
-        clean = [{k: (None if isinstance(v, float) and not np.isfinite(v) else v)
-                  for k, v in row.items()} for row in self.rows()]
+        """The rows as JSON (NaN and inf as null), written whole or not at all."""
+        clean = [{k: _finite_or_none(v) for k, v in row.items()} for row in self.rows()]
+        text = json.dumps({"p_star": _finite_or_none(self.p_star), "rows": clean}, indent=1)
         with open(path, "w") as handle:
-            json.dump({"p_star": self.p_star, "rows": clean}, handle, indent=1)
+            handle.write(text)

@@ -10,10 +10,12 @@ KINDS = ("full", "fraction", "cyclic")
 
 
 def cyclic_subsets(fraction):
-    """How many subsets take turns under cyclic participation at ``fraction``: ceil(1/f)."""
+    """How many subsets take turns under cyclic participation at ``fraction``: ceil(1/f),
+    with 1/f's rounding error forgiven (1/(1/49) is 49.00000000000001 in floating point:
+    49 subsets, not 50)."""
     if not 0 < fraction <= 1:
         raise ValueError(f"cyclic participation needs a fraction in (0, 1], got {fraction}")
-    return max(1, int(np.ceil(1.0 / fraction)))
+    return max(1, int(np.ceil(1.0 / fraction - 1e-9)))
 
 
 class Participation:
@@ -30,6 +32,10 @@ class Participation:
             raise ValueError(f"participation must be one of {KINDS}, got {kind!r}")
         if not 0 < fraction <= 1:
             raise ValueError(f"fraction must be in (0, 1], got {fraction}")
+        for name, value, least in (("n_clients", n_clients, 1), ("seed", seed, 0)):
+            if not (isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+                    and value >= least):
+                raise ValueError(f"{name} must be a whole number >= {least}, got {value!r}")
         self.kind, self.fraction, self.n_clients = kind, float(fraction), int(n_clients)
         self.rng = np.random.default_rng([int(seed), 0])
         self.cycles = None

@@ -18,6 +18,12 @@ def federated_problem(name, partition, *, seed=0, positive_class=0, validation_s
     # imported on use, not with the module (docs/architecture.md)
     from sklearn.model_selection import train_test_split
 
+    if not (isinstance(validation_size, float) and 0 < validation_size < 1):
+        raise ValueError(f"validation_size is the validation set's share of the samples, a "
+                         f"number in (0, 1); got {validation_size!r}")
+    if isinstance(positive_class, bool) or not isinstance(positive_class, (int, np.integer)):
+        raise ValueError(f"positive_class must be a whole number (a class index), got "
+                         f"{positive_class!r}")
     ds = load_dataset(name)
     y, positive = ds.y, None
     if ds.classes is not None and len(ds.classes) > 2:

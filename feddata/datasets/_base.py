@@ -64,12 +64,18 @@ def normalize_rows(X):
     return np.divide(X, norms, out=np.zeros_like(X), where=norms > 0)
 
 
+TASKS = ("classification", "regression")
+
+
 def make_dataset(X, y, *, name, source, task="classification", normalize=False,
                  image_shape=None):
     """Validate X and y, map binary labels to +-1 and build the Dataset.
 
-    Errors name the problem: NaN/inf in X or y, mismatched lengths, fewer than 2 classes.
+    Errors name the problem: an unknown task, no samples, NaN/inf in X or y, mismatched
+    lengths, fewer than 2 classes.
     """
+    if task not in TASKS:
+        raise ValueError(f"{name}: task must be one of {TASKS}, got {task!r}")
     if sp.issparse(X):
         X = as_csr(X, name=f"{name}: X")
     else:
@@ -80,6 +86,8 @@ def make_dataset(X, y, *, name, source, task="classification", normalize=False,
     y = np.asarray(y)
     if y.ndim != 1 or y.shape[0] != X.shape[0]:
         raise ValueError(f"{name}: y has shape {y.shape} but X has {X.shape[0]} rows")
+    if X.shape[0] == 0:
+        raise ValueError(f"{name}: no samples (X has 0 rows)")
     if normalize:
         X = normalize_rows(X)
     if task == "regression":

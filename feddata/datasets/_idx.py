@@ -90,6 +90,14 @@ def load_idx_images(directory, *, subset="all", name=None, normalize=False):
                 f"{img_path} holds images of shape {img.shape} but {lab_path} holds labels of "
                 f"shape {lab.shape}"
             )
+        if img.dtype != np.uint8:   # the scaling to [0, 1] divides by 255
+            raise ValueError(f"{img_path} holds {img.dtype.name} pixels; MNIST-layout images "
+                             f"are unsigned bytes (IDX type 0x08)")
+        if lab.dtype.kind == "f" and not np.all(lab == np.round(lab)):
+            raise ValueError(f"{lab_path} holds labels that are not whole numbers")
+        if images and img.shape[1:] != images[0].shape[1:]:
+            raise ValueError(f"{img_path} holds images of shape {img.shape[1:]}, the "
+                             f"training images {images[0].shape[1:]}")
         images.append(img)
         labels.append(lab)
     img = np.concatenate(images)

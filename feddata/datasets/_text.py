@@ -13,21 +13,25 @@ def read_labelled_lines(path):
     """(labels, texts) from a ``label<TAB>text`` file; a header line ``Label<TAB>...``
     is skipped. Anything else malformed raises ValueError naming the file and line."""
     labels, texts = [], []
-    with open(path, encoding="utf-8", errors="strict") as handle:
-        for lineno, line in enumerate(handle, start=1):
-            line = line.rstrip("\n").rstrip("\r")
-            if not line.strip():
-                continue
-            label, sep, text = line.partition("\t")
-            if lineno == 1 and label.strip().lower() == "label":
-                continue
-            if not sep or label not in SMS_LABELS:
-                raise ValueError(
-                    f"{path}, line {lineno}: expected 'ham' or 'spam', a tab, then the text; "
-                    f"got {line[:60]!r}"
-                )
-            labels.append(label)
-            texts.append(text)
+    try:
+        with open(path, encoding="utf-8", errors="strict") as handle:
+            for lineno, line in enumerate(handle, start=1):
+                line = line.rstrip("\n").rstrip("\r")
+                if not line.strip():
+                    continue
+                label, sep, text = line.partition("\t")
+                if lineno == 1 and label.strip().lower() == "label":
+                    continue
+                if not sep or label not in SMS_LABELS:
+                    raise ValueError(
+                        f"{path}, line {lineno}: expected 'ham' or 'spam', a tab, then the "
+                        f"text; got {line[:60]!r}"
+                    )
+                labels.append(label)
+                texts.append(text)
+    except UnicodeDecodeError as err:
+        raise ValueError(f"{path} is not UTF-8 text (a byte at position {err.start} of a "
+                         f"read block: {err.reason})") from None
     if not labels:
         raise ValueError(f"{path} holds no labelled messages")
     return labels, texts

@@ -26,6 +26,9 @@ def partition_from_spec(X, y, spec, *, seed=0, image_shape=None, cap=False):
     kind, _, arg = str(spec).partition(":")
     if not arg:
         kind, arg = "grid", kind
+    if kind in ("quadrants", "horizontal", "vertical") and not arg.strip().isdigit():
+        raise ValueError(f"partition {spec!r}: the number of clients after '{kind}:' must be a "
+                         f"whole number; use {SPEC_HELP}")
     if kind == "quadrants":
         return mnist_quadrants(X, y, int(arg), image_shape=image_shape or (28, 28), seed=seed)
     if kind in ("horizontal", "vertical"):

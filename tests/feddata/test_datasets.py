@@ -102,6 +102,52 @@ def test_make_dataset_errors():
         D.make_dataset(np.array([[1.0, np.nan], [0, 1]]), [0, 1], name="t", source="t")
     with pytest.raises(ValueError, match=r"y has shape \(3,\) but X has 2 rows"):
         D.make_dataset(np.eye(2), [0, 1, 0], name="t", source="t")
+    # a misspelled task made regression targets into class labels
+    with pytest.raises(ValueError, match="task must be one of .* got 'regresion'"):
+        D.make_dataset(np.eye(3), [0.5, 2.0, 7.0], name="t", source="t", task="regresion")
+    with pytest.raises(ValueError, match="t: no samples"):
+        D.make_dataset(np.zeros((0, 2)), np.zeros(0), name="t", source="t", task="regression")
+
+
+def test_a_text_file_that_is_not_utf8_is_named(tmp_path):
+    path = tmp_path / "sms.txt"
+    path.write_bytes(b"ham\thello\nspam\t\xff\xfe win\n")
+    with pytest.raises(ValueError, match="sms.txt is not UTF-8 text"):
+        D.load_sms_spam(path)
+
+
+def test_idx_files_the_loader_would_misread_are_refused(tmp_path):
+    """Pixels of another type were divided by 255 all the same (float32 in [0, 1] came
+    out 255 times too small), fractional labels were truncated, and train and test
+    images of other shapes failed in NumPy's words."""
+    def write(stem, array, code=0x08, dtype=np.uint8):
+        header = bytes([0, 0, code, array.ndim]) + np.array(array.shape, ">u4").tobytes()
+        (tmp_path / stem).write_bytes(header + np.asarray(array, dtype).tobytes())
+
+    write("train-images-idx3-ubyte", np.full((2, 2, 2), 0.5), 0x0D, ">f4")
+    write("train-labels-idx1-ubyte", np.array([0, 1]))
+    with pytest.raises(ValueError, match="holds float32 pixels"):
+        D.load_idx_images(tmp_path, subset="train")
+    write("train-images-idx3-ubyte", np.ones((2, 2, 2)))
+    write("train-labels-idx1-ubyte", np.array([0.0, 1.5]), 0x0D, ">f4")
+    with pytest.raises(ValueError, match="labels that are not whole numbers"):
+        D.load_idx_images(tmp_path, subset="train")
+    write("train-labels-idx1-ubyte", np.array([0, 1]))
+    write("t10k-images-idx3-ubyte", np.ones((1, 3, 3)))
+    write("t10k-labels-idx1-ubyte", np.array([1]))
+    with pytest.raises(ValueError, match=r"holds images of shape \(3, 3\), the training "
+                                         r"images \(2, 2\)"):
+        D.load_idx_images(tmp_path, subset="all")
+
+
+def test_federated_problem_checks_its_own_arguments():
+    from feddata.problems import federated_problem
+
+    for size in (5, 1.0, 0.0):   # 5 was read as a count of samples
+        with pytest.raises(ValueError, match="validation_size is the validation set's share"):
+            federated_problem("breast_cancer", "2x2", validation_size=size)
+    with pytest.raises(ValueError, match="positive_class must be a whole number"):
+        federated_problem("digits", "2x2", positive_class=1.5)
 
 
 def _write_idx(path, array, compress):

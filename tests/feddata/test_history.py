@@ -40,3 +40,20 @@ def test_certificate_costs_survive_the_state_round_trip():
     older = history.state()
     del older["certificates"]  # a checkpoint written before certificates were recorded
     assert History.from_state(older).certificates == {}
+
+
+def test_to_json_writes_numpy_numbers_and_no_nan(tmp_path):
+    """Records with NumPy numbers failed half-way and left a partial file; a NaN p_star
+    was written as NaN, which is not JSON."""
+    import json
+
+    history = History(p_star=float("nan"))
+    history.add_round(dict(round=1, available=np.int64(3), step=np.float64(0.5),
+                           rtc=np.int64(4), encrypt=0, decrypt=0, add=0, multiply=0,
+                           compute_seconds=0.1, protocol_seconds=0.2, bytes_up=1,
+                           bytes_down=2))
+    history.add_evaluation(1, 1.0, 0.5, None)
+    path = tmp_path / "h.json"
+    history.to_json(path)
+    written = json.loads(path.read_text(), parse_constant=lambda name: pytest.fail(name))
+    assert written["p_star"] is None and written["rows"][1]["available"] == 3

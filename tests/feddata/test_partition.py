@@ -289,3 +289,44 @@ def test_split_like_names_what_it_cannot_split(data):
         P.split_like(fed, X[60:, :39])
     with pytest.raises(ValueError, match=r"would hold none of the 1 new samples"):
         P.split_like(fed, X[60:61])
+
+
+def test_a_layout_refuses_ids_a_dataset_would_refuse():
+    """A server builds its Layout from the ids the parties report: a negative id wrapped
+    onto the last sample, 1.7 became 1, an empty client or unequal lists passed."""
+    from feddata.federated import Layout
+
+    good = ([[0, 1], [1, 2]], [[0], [1]])
+    assert Layout.from_ids(*good).n_samples == 3
+    for samples, features, message in (
+            ([[0, 1], [-1, 2]], [[0], [1]], "client 1: sample ids must be >= 0"),
+            ([[0, 1.7]], [[0]], "client 0: sample ids must be whole numbers"),
+            ([[0, 1], []], [[0], [1]], "client 1 holds no samples"),
+            ([[1, 0]], [[0]], "strictly increasing"),
+            ([[0, 1]], [[0], [1]], "one sample-id list and one feature-id list per client")):
+        with pytest.raises(ValueError, match=message):
+            Layout.from_ids(samples, features)
+    a = Layout.from_ids(*good)
+    assert a == a and a != Layout.from_ids(*good)   # compared as objects, never raises
+
+
+def test_a_spec_with_a_count_that_is_not_a_number_is_named(data):
+    for spec in ("horizontal:abc", "vertical:-2", "quadrants:2.5"):
+        with pytest.raises(ValueError, match="must be a whole number"):
+            P.partition_from_spec(*data, spec)
+
+
+def test_cyclic_participation_at_one_over_k_forgives_rounding():
+    """1/(1/49) is 49.00000000000001: ceil gave 50 subsets and refused 49 clients,
+    suggesting the fraction passed; K = 98, 103, ... got one subset too many."""
+    from feddata.participation import Participation, cyclic_subsets
+
+    assert [cyclic_subsets(1 / k) for k in (3, 49, 98, 103, 196)] == [3, 49, 98, 103, 196]
+    assert cyclic_subsets(0.34) == 3 and cyclic_subsets(0.1) == 10
+    assert len(Participation("cyclic", 1 / 49, 49, 0).cycles) == 49
+    for name, kwargs in (("seed", dict(seed=1.7)), ("seed", dict(seed=-1)),
+                         ("n_clients", dict(n_clients=4.6)), ("n_clients", dict(n_clients=0))):
+        arguments = dict(kind="fraction", fraction=0.5, n_clients=4, seed=0, **{})
+        arguments.update(kwargs)
+        with pytest.raises(ValueError, match=f"{name} must be a whole number"):
+            Participation(**arguments)
