@@ -29,9 +29,11 @@ def _file(names):
 
 
 def _fashion_dir():
-    if not FASHION_MNIST_DIR.is_dir():
+    images = [FASHION_MNIST_DIR / f"train-images-idx3-ubyte{suffix}" for suffix in ("", ".gz")]
+    if not any(path.is_file() for path in images):
         raise FileNotFoundError(
-            f"{FASHION_MNIST_DIR} (apt-get install -y dataset-fashion-mnist)")
+            f"{FASHION_MNIST_DIR}/train-images-idx3-ubyte[.gz] (apt-get install -y "
+            f"dataset-fashion-mnist)")
     return str(FASHION_MNIST_DIR)
 
 
@@ -49,7 +51,8 @@ CATALOG = {e.name: e for e in [
     CatalogEntry("covtype.binary", "581,012 x 54, 2 classes",
                  "forest cover type, LIBSVM binary version", _libsvm("covtype.binary"),
                  _file(LIBSVM_FILES["covtype.binary"][0])),
-    CatalogEntry("mnist", "70,000 x 784 sparse, 10 classes", "MNIST digits, LIBSVM format",
+    CatalogEntry("mnist", "60,000 x 784 sparse, 10 classes",
+                 "MNIST digits, LIBSVM's training file (mnist.scale, in [0, 1], first)",
                  _libsvm("mnist"), _file(LIBSVM_FILES["mnist"][0])),
     CatalogEntry("fashion-mnist", "70,000 x 784 sparse, 10 classes",
                  "Fashion-MNIST, IDX files", load_fashion_mnist, _fashion_dir),

@@ -88,8 +88,9 @@ LIBSVM_FILES = {
     "covtype.binary": (("covtype.libsvm.binary", "covtype.binary", "covtype.libsvm.binary.bz2",
                         "covtype.libsvm.binary.scale", "covtype.libsvm.binary.scale.bz2"), 54),
     # LIBSVM's mnist lists 780 features (trailing blank pixels never occur); 784 keeps the
-    # 28 x 28 image layout that the quadrant partition needs.
-    "mnist": (("mnist", "mnist.bz2", "mnist.scale", "mnist.scale.bz2"), 784),
+    # 28 x 28 image layout that the quadrant partition needs. Its training file only
+    # (60,000 rows; mnist.t is the test set), the [0, 1]-scaled copy first.
+    "mnist": (("mnist.scale", "mnist.scale.bz2", "mnist", "mnist.bz2"), 784),
 }
 
 
