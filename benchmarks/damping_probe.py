@@ -17,8 +17,10 @@ point's final relative loss, the final sigma and the rounds where it doubled.
     python benchmarks/damping_probe.py --dataset fashion-mnist --partition quadrants:5 \\
         --lam 1e-4 --participation 0.1 --budget 10000
 
-Last line: ``headline: <cell> reference_final=<x> damped_final=<x>
-reference_dual_fall=<x> damped_dual_fall=<x> doublings=<n>``.
+Without the data set (Fashion-MNIST: ``apt-get install -y dataset-fashion-mnist``; a9a
+and SMS: ``../shared/data`` or ``HYFDCA_DATA``) the script says so and every figure of the
+headline reads ``not-run``. Last line: ``headline: <cell> reference_final=<x>
+damped_final=<x> reference_dual_fall=<x> damped_dual_fall=<x> doublings=<n>``.
 """
 
 import os
@@ -37,6 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import numpy as np  # noqa: E402
 
 import hyfdca_variants as matrix  # noqa: E402
+from feddata.datasets import locate_dataset  # noqa: E402
 from feddata.partition import partition_from_spec  # noqa: E402
 from hyfdca import HyFDCASettings  # noqa: E402
 from solvers import centralized_solution, default_cache_dir  # noqa: E402
@@ -69,11 +72,28 @@ def main(argv=None):
     parser.add_argument("--partition", default="quadrants:5")
     parser.add_argument("--lam", type=float, default=1e-4)
     parser.add_argument("--participation", default="0.1", choices=list(matrix.PARTICIPATIONS))
-    parser.add_argument("--budget", type=int, default=10000)
-    parser.add_argument("--eval-every", type=int, default=10)
+    parser.add_argument("--budget", type=matrix.positive_int, default=10000)
+    parser.add_argument("--eval-every", type=matrix.positive_int, default=10)
     parser.add_argument("--tol", type=float, default=0.01)
     parser.add_argument("--cooldown", type=int, default=0)
     args = parser.parse_args(argv)
+    if not (np.isfinite(args.lam) and args.lam > 0):
+        parser.error(f"--lam must be a number > 0, got {args.lam}")
+    if not args.tol >= 0:
+        parser.error(f"--tol must be a number >= 0, got {args.tol}")
+    if args.cooldown < 0:
+        parser.error(f"--cooldown must be a whole number of rounds >= 0, got {args.cooldown}")
+    try:
+        matrix.check_partition(args.partition)
+    except ValueError as err:
+        parser.error(f"--partition: {err}")
+    cell = f"{args.dataset} {args.partition} {args.participation} {args.lam:g}"
+    if locate_dataset(matrix.DATASETS[args.dataset][0]) is None:
+        print(f"{args.dataset} is not on this machine (see `hyfdca datasets`): nothing to run")
+        print(f"headline: {cell.replace(' ', '_')} reference_final=not-run "
+              f"damped_final=not-run reference_dual_fall=not-run damped_dual_fall=not-run "
+              f"doublings=not-run")
+        return 0
     X, y, shape = matrix.load(args.dataset)
     fed = partition_from_spec(X, y, args.partition, seed=matrix.SEED, image_shape=shape,
                               cap=True)
@@ -82,7 +102,6 @@ def main(argv=None):
     kind, fraction = matrix.PARTICIPATIONS[args.participation]
     settings = HyFDCASettings.from_variant(matrix.DEFAULT, loss=matrix.LOSS, lam=args.lam,
                                            participation=kind, fraction=fraction)
-    cell = f"{args.dataset} {args.partition} {args.participation} {args.lam:g}"
     results = {}
     for name, tol in (("reference", np.inf), ("damped", args.tol)):
         rule = Doubling(tol, args.cooldown)

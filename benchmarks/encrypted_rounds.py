@@ -44,9 +44,14 @@ Paillier backends (a 22-minute set-up and minutes per round on full a9a) are com
 the same rounds as the others. Round 0 has no dual sync to do yet, so it is cheaper than
 later rounds under partial participation.
 
-Last line: ``headline: best_he_vs_paillier_round=<x> fast_paillier_vs_paillier_round=<y>``,
-each the smaller of the two participation levels' encryption-time ratios (x: the best
-homomorphic backend other than paillier) to paillier, measured if it ran, else charged.
+``--fractions`` picks the participation levels in every mode, ``--quick`` included.
+Without a9a (``../shared/data`` or ``HYFDCA_DATA``) the script says so and prints a
+headline of ``not-run``.
+
+Last line: ``headline: paillier_over_best_he_round=<x> paillier_over_fast_paillier_round=<y>``,
+each paillier's encryption seconds per round (measured if it ran, else charged) over the
+backend's, the smaller over the participation levels (x: the best homomorphic backend
+other than paillier, y: fast-paillier as the protocol packs it).
 """
 
 import os
@@ -81,6 +86,17 @@ QUICK = dict(rows=300, rounds=2)
 CHARGED = "paillier charged"
 
 
+def positive_int(text):
+    """argparse type: a whole number >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number >= 1, got {text!r}")
+    return value
+
+
 def paillier_costs():
     """python-paillier's seconds per operation at 2048 bits, one value per ciphertext."""
     return {c.operation: c.per_value
@@ -102,32 +118,44 @@ def problem(rows, fraction, draw_block=1):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--rows", type=int, help="first rows of a9a (default: all)")
-    parser.add_argument("--rounds", type=int, help="measured rounds (default: 50)")
-    parser.add_argument("--first-rounds", type=int,
+    parser.add_argument("--rows", type=positive_int, help="first rows of a9a (default: all)")
+    parser.add_argument("--rounds", type=positive_int, help="measured rounds (default: 50)")
+    parser.add_argument("--first-rounds", type=positive_int,
                         help="measure rounds 0 .. N-1 of every backend, without warm-up")
     parser.add_argument("--backends", default=",".join(label for label, _, _ in BACKENDS),
                         help="backend labels to measure (comma-separated; paillier or "
                              "'paillier charged' (or paillier-charged) is needed for the "
                              "ratios, and the charge needs plain)")
-    parser.add_argument("--draw-block", type=int, default=1,
+    parser.add_argument("--draw-block", type=positive_int, default=1,
                         help="settings.draw_block of every backend's run (24: whole "
                              "fast-paillier ciphertexts; the runs stay bit-identical)")
     parser.add_argument("--fractions", default=",".join(str(f) for f in FRACTIONS),
-                        help="participation fractions (comma-separated; the headline is "
-                             "over these)")
+                        help="participation fractions in (0, 1] (comma-separated; the "
+                             "headline is over these; --quick too)")
     args = parser.parse_args()
-    if locate_dataset("a9a") is None:
-        print("a9a is not on this machine (../shared/data or HYFDCA_DATA): nothing to run")
-        return
-    cfg = dict(QUICK if args.quick else FULL)
-    cfg.update({k: v for k, v in (("rows", args.rows), ("rounds", args.rounds)) if v})
-    fractions = tuple(float(f) for f in args.fractions.split(","))
-    wanted = {name.replace("-charged", " charged") for name in args.backends.split(",")}
+    try:
+        fractions = tuple(float(f) for f in args.fractions.split(","))
+    except ValueError:
+        parser.error(f"--fractions takes comma-separated numbers, got {args.fractions!r}")
+    if not all(0.0 < f <= 1.0 for f in fractions):
+        parser.error(f"--fractions must lie in (0, 1], got {args.fractions!r}")
+    wanted = [name.strip().replace("-charged", " charged") for name in args.backends.split(",")]
+    known = [label for label, _, _ in BACKENDS]
+    unknown = [name for name in wanted if name not in known]
+    if unknown:
+        parser.error(f"unknown backends {unknown}; choose from "
+                     f"{[label.replace(' charged', '-charged') for label in known]}")
     chosen = [b for b in BACKENDS if b[0] in wanted]
     labels = [label for label, _, _ in chosen]
     if CHARGED in labels and "plain" not in labels:
-        raise SystemExit("'paillier charged' is priced from the plain run: add plain")
+        parser.error("'paillier charged' is priced from the plain run: add plain")
+    if locate_dataset("a9a") is None:
+        print("a9a is not on this machine (../shared/data or HYFDCA_DATA): nothing to run")
+        print("headline: paillier_over_best_he_round=not-run "
+              "paillier_over_fast_paillier_round=not-run")
+        return
+    cfg = dict(QUICK if args.quick else FULL)
+    cfg.update({k: v for k, v in (("rows", args.rows), ("rounds", args.rounds)) if v})
     costs = paillier_costs() if CHARGED in labels else None
     if args.first_rounds:  # compile the kernels outside every measurement
         fed, settings = problem(300, fractions[0])
@@ -172,7 +200,10 @@ def main():
                   f"(the measured run's own operations charged: "
                   f"{charged_encryption(paillier, costs) / paillier['encryption']:.3f})")
     if not {reference, "fast-paillier"} <= set(labels):
-        return  # no headline without the reference and fast-paillier
+        print("no ratios without paillier (or paillier charged) and fast-paillier")
+        print("headline: paillier_over_best_he_round=not-run "
+              "paillier_over_fast_paillier_round=not-run")
+        return
     if reference == CHARGED:
         print("reference: paillier charged (the plain run's operations per party x "
               "python-paillier's seconds per operation, the lower of two measurements)")
@@ -181,8 +212,8 @@ def main():
     best = max(min(ratios[f, b] for f in fractions) for b in HOMOMORPHIC
                if b != "paillier" and (fractions[0], b) in ratios)
     fast = min(ratios[f, "fast-paillier"] for f in fractions)
-    print(f"headline: best_he_vs_paillier_round={best:.1f} "
-          f"fast_paillier_vs_paillier_round={fast:.1f}")
+    print(f"headline: paillier_over_best_he_round={best:.1f} "
+          f"paillier_over_fast_paillier_round={fast:.1f}")
 
 
 if __name__ == "__main__":

@@ -18,8 +18,9 @@ set relative to the better of the two ((P - P_best) / P_best).
     python benchmarks/estimator_vs_linearsvc.py --quick    # 10,000 rows, lam 1e-4
 
 Needs a9a (``../shared/data`` or ``HYFDCA_DATA``); without it the script says so and
-exits. Last line: ``headline: fit_time_ratio=<hyfdca / linearsvc at lam 1e-4>
-accuracy_gap=<linearsvc - hyfdca test accuracy> converged=<yes or no>``.
+the headline's figures read ``not-run``. Last line: ``headline: fit_time_ratio=<hyfdca /
+linearsvc at lam 1e-4> accuracy_gap=<linearsvc - hyfdca test accuracy> converged=<yes or
+no>``.
 """
 
 import os
@@ -45,6 +46,17 @@ from hyfdca import HyFDCAClassifier  # noqa: E402
 from solvers import primal_objective  # noqa: E402
 
 SEED = 0
+
+
+def positive_int(text):
+    """argparse type: a whole number >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number >= 1, got {text!r}")
+    return value
 
 
 def split(X, y, n_rows):
@@ -77,11 +89,12 @@ def objective(model, X, y, lam):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="10,000 rows, lam 1e-4")
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--repeats", type=positive_int, default=3,
+                        help="timed fits per contender (the median is shown)")
     args = parser.parse_args(argv)
     if locate_dataset("a9a") is None:
         print("a9a is not on this machine (../shared/data or HYFDCA_DATA): nothing to run")
-        print("headline: fit_time_ratio=nan accuracy_gap=nan converged=not-run")
+        print("headline: fit_time_ratio=not-run accuracy_gap=not-run converged=not-run")
         return
     ds = load_dataset("a9a")
     X, y = ds.X.tocsr(), np.asarray(ds.y, dtype=np.float64)

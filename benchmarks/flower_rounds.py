@@ -19,6 +19,9 @@ configurable), which sets its floor.
     python benchmarks/flower_rounds.py             # 3 rounds: about 8 minutes on 2 cores
     python benchmarks/flower_rounds.py --quick     # 1 round, no deployment: under a minute
 
+The keys, party files and outputs live in a temporary folder that is removed at the end
+(``--quick`` does not go with ``--rounds``).
+
 Last line: ``headline: simulation_vs_inprocess_round=<x> deployment_vs_inprocess_round=<y>
 same_bits=<yes|no>``.
 """
@@ -61,14 +64,21 @@ def per_round(rows):
     return seconds.mean(), seconds.sum() / rtc.sum(), float(np.min(seconds / rtc))
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--quick", action="store_true")
-    args = parser.parse_args()
-    rounds = 1 if args.quick else args.rounds
-    fed, settings = job()
-    folder = Path(tempfile.mkdtemp(prefix="hyfdca-flower-"))
+def positive_int(text):
+    """argparse type: a whole number >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number >= 1, got {text!r}")
+    return value
+
+
+def measure(folder, fed, settings, rounds, deploy):
+    """{engine: ((s per round, s per round trip, fastest round trip), same bits)}, the
+    in-process history and the simulation's and deployment's wall seconds; keys, data and
+    outputs under ``folder``."""
     client_keys, server_keys = flower.write_keys(folder / "keys", "mask")
     keys, masker = flower.read_client_keys(client_keys)
     evaluator = flower.read_server_keys(server_keys)
@@ -87,8 +97,7 @@ def main():
                                    bool(np.array_equal(model, local.model)))
 
     deployment_wall = None
-    if not args.quick:
-
+    if deploy:
         data = folder / "parties"
         data.mkdir()
         for k, block in enumerate(fed.blocks):
@@ -108,6 +117,23 @@ def main():
         results["loopback deployment (TLS)"] = (
             per_round(rows), bool(np.array_equal(np.load(folder / "deployed" / "model.npy"),
                                                   local.model)))
+    return results, history, simulation_wall, deployment_wall
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=positive_int, default=None,
+                        help="rounds of every engine (default 3)")
+    parser.add_argument("--quick", action="store_true", help="1 round, no deployment")
+    args = parser.parse_args()
+    if args.quick and args.rounds is not None:
+        parser.error("--quick runs 1 round: give --quick or --rounds, not both")
+    rounds = 1 if args.quick else args.rounds or 3
+    fed, settings = job()
+    # the keys (the clients' secrets among them) live only as long as the run
+    with tempfile.TemporaryDirectory(prefix="hyfdca-flower-") as folder:
+        results, history, simulation_wall, deployment_wall = measure(
+            Path(folder), fed, settings, rounds, deploy=not args.quick)
 
     base = results["in process"][0][0]
     rtc = history.column("rtc")[1:].mean()

@@ -53,6 +53,17 @@ CKKS_DEGREE, CKKS_MODULI, CKKS_SCALE = 8192, (60, 40, 40, 60), 2.0 ** 40
 FIXED_POINT_STEP = 2.0 ** -32
 
 
+def positive_int(text):
+    """argparse type: a whole number >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number >= 1, got {text!r}")
+    return value
+
+
 def best_of(repeats, job):
     best = np.inf
     for _ in range(repeats):
@@ -121,8 +132,10 @@ def ckks_alpha_error(n_values, rounds, holders, rng):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--holders", type=int, default=3)
+    parser.add_argument("--repeats", type=positive_int, default=3,
+                        help="timings per operation (the best is shown)")
+    parser.add_argument("--holders", type=positive_int, default=3,
+                        help="holders whose updates Enc(alpha) adds each round")
     args = parser.parse_args()
     n_values, rounds = (8192, 10) if args.quick else (32768, 50)
     rng = np.random.default_rng(0)

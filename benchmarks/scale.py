@@ -42,6 +42,10 @@ clients. covtype 12x12 also gets the extrapolated time of the paper's 30,000 rou
     python benchmarks/scale.py --quick    # news20 12x12, mnist 5,000 (1.0, 0.1), covtype
                                           # 12x12 (0.1), 2-5 rounds each; ~55 s (~70 s
                                           # while Numba compiles its cache)
+    python benchmarks/scale.py --quick --fractions 0.5   # the quick plan at 0.5, not 0.1
+
+``--fractions`` (partial participation, each in (0, 1); full participation runs beside
+them where the plan has it) replaces the plan's fractions in either mode.
 
 Last line: ``headline: update_cost_ratio=<x> round_overhead_ms_5000=<y>
 peak_mem_ratio_news20=<z>``: x the largest ratio at full participation, y the fixed cost
@@ -64,6 +68,17 @@ sys.path.insert(0, str(ROOT))
 LAM = 1e-4
 FRACTIONS = (0.1, 0.5, 0.9)
 PAPER_ROUNDS = 30_000
+
+
+def positive_int(text):
+    """argparse type: a whole number >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number >= 1, got {text!r}")
+    return value
 
 
 def _status(field):
@@ -246,15 +261,25 @@ def main():
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--specs", help=argparse.SUPPRESS)
-    parser.add_argument("--rounds", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--rounds", type=positive_int, help=argparse.SUPPRESS)
     parser.add_argument("--no-full", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--fixed-repeats", type=int, default=1, help=argparse.SUPPRESS)
-    parser.add_argument("--fractions", default=",".join(map(str, FRACTIONS)))
-    parser.add_argument("--threads", type=int, default=1,
+    parser.add_argument("--fractions", default=None,
+                        help="comma-separated participation fractions in (0, 1) (default: "
+                             "0.1,0.5,0.9; --quick: 0.1)")
+    parser.add_argument("--threads", type=positive_int, default=1,
                         help="Numba threads (default 1: on a shared 2-core machine every "
                              "parallel launch waits for a busy core, ~8 ms)")
     args = parser.parse_args()
-    fractions = tuple(float(f) for f in args.fractions.split(",") if f)
+    fractions = None
+    if args.fractions is not None:
+        try:
+            fractions = tuple(float(f) for f in args.fractions.split(",") if f)
+        except ValueError:
+            parser.error(f"--fractions takes comma-separated numbers, got {args.fractions!r}")
+        if not fractions or not all(0.0 < f < 1.0 for f in fractions):
+            parser.error(f"--fractions must lie in (0, 1) (full participation runs beside "
+                         f"them), got {args.fractions!r}")
     if args.worker:
         worker(args.worker, args.specs.split(","), args.rounds, fractions, args.threads,
                with_full=not args.no_full, fixed_repeats=args.fixed_repeats)
@@ -263,7 +288,7 @@ def main():
     rows = []
     start = time.perf_counter()
     for name, specs, rounds, plan_fractions, with_full in plan:
-        run_fractions = plan_fractions or fractions
+        run_fractions = fractions or plan_fractions or FRACTIONS
         command = [sys.executable, __file__, "--worker", name, "--specs", ",".join(specs),
                    "--rounds", str(rounds), "--fractions", ",".join(map(str, run_fractions)),
                    "--threads", str(args.threads), "--fixed-repeats",

@@ -36,7 +36,9 @@ Run from the repository root:
     python benchmarks/sdca_vs_liblinear.py --quick    # small news20-like, < 60 s
 
 The last output line is ``headline: a9a_ratio=<x> news20_ratio=<y>``: the worst ratio
-(ours / liblinear) over lam for each data set, ``nan`` for a data set that was skipped.
+(ours / liblinear) over lam for each data set, ``not-run`` for a data set that was
+skipped (a9a without ``../shared/data`` or ``HYFDCA_DATA``), ``nan`` where a solver missed
+the target.
 """
 
 import os
@@ -372,9 +374,9 @@ def main(argv=None):
     for row in rows:
         log(fmt_row(row, widths))
     # worst ratio over lam; nan if the data set was skipped or a solver missed the target
-    worst = {k: max(v) if v and not any(math.isnan(r) for r in v) else math.nan
-             for k, v in ratios.items()}
-    log(f"headline: a9a_ratio={worst['a9a']:.2f} news20_ratio={worst['news20-like']:.2f}")
+    worst = {k: "not-run" if not v else f"{max(v):.2f}" if not any(math.isnan(r) for r in v)
+             else "nan" for k, v in ratios.items()}
+    log(f"headline: a9a_ratio={worst['a9a']} news20_ratio={worst['news20-like']}")
 
 
 if __name__ == "__main__":

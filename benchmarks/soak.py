@@ -12,8 +12,10 @@ one record per round by design).
 
 Printed every 10,000 rounds: resident memory (VmRSS), Python heap blocks
 (``sys.getallocatedblocks``), open file descriptors (/proc/self/fd), child processes,
-threads. The reference is the first sample after a 10,000-round warm-up, in the same run.
-``--rounds`` shortens it (``--quick``: 20,000 rounds, about a minute).
+threads, and a last sample at the final round. The reference is the sample at round
+10,000 (after the warm-up), in the same run, so ``--rounds`` must be at least 20,000 (a
+reference and one later sample); ``--quick`` is 20,000 rounds (about a minute) and does
+not go with ``--rounds``.
 
     python benchmarks/soak.py
     python benchmarks/soak.py --quick
@@ -39,10 +41,12 @@ from pathlib import Path  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
+from crypto import BACKENDS  # noqa: E402
 from feddata import federated_problem  # noqa: E402
 from hyfdca import FaultyTransport, HyFDCARun, HyFDCASettings, save_checkpoint  # noqa: E402
 
 SAMPLE_EVERY, CERTIFY_EVERY, CHECKPOINT_EVERY, WARMUP = 10_000, 1_000, 5_000, 10_000
+MIN_ROUNDS = WARMUP + SAMPLE_EVERY  # the reference and one sample after it
 
 
 def rss_mb():
@@ -71,13 +75,26 @@ def sample(round_):
                 threads=threading.active_count())
 
 
+def show(s, gap, seconds):
+    print(f"round {s['round']:>7}: rss {s['rss']:.1f} MB, heap blocks {s['blocks']}, fds "
+          f"{s['fds']}, children {s['children']}, threads {s['threads']}, gap {gap:.2e}, "
+          f"{seconds:.0f} s", flush=True)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=100_000)
-    parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--crypto", default="plain")
+    parser.add_argument("--rounds", type=int, default=None,
+                        help=f"rounds to run (default 100,000; at least {MIN_ROUNDS:,})")
+    parser.add_argument("--quick", action="store_true", help=f"{MIN_ROUNDS:,} rounds")
+    parser.add_argument("--crypto", default="plain", choices=sorted(BACKENDS))
     args = parser.parse_args()
-    rounds = 20_000 if args.quick else args.rounds
+    if args.quick and args.rounds is not None:
+        parser.error("--quick runs 20,000 rounds: give --quick or --rounds, not both")
+    rounds = MIN_ROUNDS if args.quick else 100_000 if args.rounds is None else args.rounds
+    if rounds < MIN_ROUNDS:
+        parser.error(f"--rounds must be at least {MIN_ROUNDS:,}: the reference is the "
+                     f"sample at round {WARMUP:,} (after the warm-up) and the growth needs "
+                     f"a later one; got {rounds}")
     fed, _, _ = federated_problem("breast_cancer", "2x2", seed=0)
     settings = HyFDCASettings.from_variant("auto", lam=1e-2, participation="fraction",
                                            fraction=1.0)
@@ -94,14 +111,10 @@ def main():
                 gap = (primal - dual) / primal
             if run.round % CHECKPOINT_EVERY == 0:
                 save_checkpoint(folder, dict(round=run.round), w, run.checkpoint_files())
-            if run.round % SAMPLE_EVERY == 0:
+            if run.round % SAMPLE_EVERY == 0 or run.round == rounds:
                 samples.append(sample(run.round))
-                s = samples[-1]
-                print(f"round {s['round']:>7}: rss {s['rss']:.1f} MB, heap blocks "
-                      f"{s['blocks']}, fds {s['fds']}, children {s['children']}, threads "
-                      f"{s['threads']}, gap {gap:.2e}, {time.perf_counter() - start:.0f} s",
-                      flush=True)
-    reference = next((s for s in samples if s["round"] >= WARMUP), samples[0])
+                show(samples[-1], gap, time.perf_counter() - start)
+    reference = next(s for s in samples if s["round"] >= WARMUP)
     last = samples[-1]
     faults = run.transport.faults
     print(f"faults: {faults}")
