@@ -87,8 +87,9 @@ class D3CA(ConvexBaseline):
         Inner-iterations constant: H_k = max(1, round(iic |I_k|)) local SDCA steps.
     sigma : float, default=1.0
         Curvature factor of the local SDCA step (s = sigma ||x_i^k||^2 / (lam N)).
-    gamma : {"averaging", "adding"} or float, default="averaging"
-        Factor applied to the holder-averaged dual update (see the module docstring).
+    gamma : {"averaging", "adding"} or float in (0, 1], default="averaging"
+        Factor applied to the holder-averaged dual update (see the module docstring; 1
+        adds the updates, more would push the dual out of the loss's domain).
     participation, fraction, seed : as for HyFDCA
 
     Attributes
@@ -112,7 +113,8 @@ class D3CA(ConvexBaseline):
             holders = np.bincount(np.concatenate([b.feature_ids for b in blocks]),
                                   minlength=dataset.n_features)
             gamma = 1.0 / holders.max() if gamma == "averaging" else 1.0
-        elif not (isinstance(gamma, (int, float, np.number)) and 0 < gamma <= 1):
+        elif (isinstance(gamma, bool) or not isinstance(gamma, (int, float, np.number))
+              or not 0 < gamma <= 1):
             raise ValueError(f"gamma must be one of {GAMMAS} or a number in (0, 1] (1 adds "
                              f"the updates; more would push the dual out of the loss's "
                              f"domain), got {gamma!r}")

@@ -147,9 +147,13 @@ class Evaluator:
         self._check(a)
         given = np.asarray(integers)
         if given.dtype.kind not in "iu" and (given.dtype.kind != "f"
+                                             or not np.all(np.isfinite(given))
                                              or np.any(given != np.round(given))):
             raise ValueError(f"multiply takes integers (m / 2^extra_bits), got "
                              f"{given.dtype} values such as {given.ravel()[:3].tolist()}")
+        if given.dtype.kind == "f" and given.size and np.abs(given).max() >= 2.0**63:
+            raise OverflowError(f"multipliers beyond 64-bit integers: up to "
+                                f"{np.abs(given).max():.3g}")
         m = np.broadcast_to(given.astype(np.int64), (len(a),))
         largest = max(int(m.max()), -int(m.min())) if len(a) else 0
         bound = self._grown(a.bound * largest, "a product")

@@ -9,6 +9,7 @@ under a key the clients share and the server never holds.
 
 import hashlib
 import secrets
+from collections import Counter
 
 import numpy as np
 
@@ -79,13 +80,13 @@ def masked_total(masked, participants, frac_bits=32, tag="secure sum"):
     whole set, so any other total would be noise).
     """
     expected = sorted(int(k) for k in participants)
-    repeated = sorted({k for k in expected if expected.count(k) > 1})
+    repeated = sorted(k for k, n in Counter(expected).items() if n > 1)
     if repeated:
         raise SecureSumError(f"{tag}: participants {expected} name client(s) {repeated} "
                              f"twice: the pairwise masks would not cancel")
     received = [(int(k), np.asarray(m)) for k, m in masked]
     ids = [k for k, _ in received]
-    duplicated = sorted({k for k in ids if ids.count(k) > 1})
+    duplicated = sorted(k for k, n in Counter(ids).items() if n > 1)
     extra = sorted(set(ids) - set(expected))
     missing = sorted(set(expected) - set(ids))
     problems = [f"{what} from client(s) {who}" for what, who in

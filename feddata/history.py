@@ -162,7 +162,8 @@ class History:
             writer.writerows(rows)
 
     def to_json(self, path):
-        """The rows as JSON (NaN and inf as null), written whole or not at all."""
+        """The rows as JSON (NaN and inf as null); the text is made before the file is
+        opened, so a value JSON cannot hold leaves no partial file."""
         clean = [{k: _finite_or_none(v) for k, v in row.items()} for row in self.rows()]
         text = json.dumps({"p_star": _finite_or_none(self.p_star), "rows": clean}, indent=1)
         with open(path, "w") as handle:

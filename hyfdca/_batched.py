@@ -280,7 +280,8 @@ class BatchedHyFDCA:
                         stalled=self.stalled, prox_kappa=self.prox_kappa,
                         conjugate_total=self.conjugate_total,
                         solved_kappa=self.solved_problem[0],
-                        participation=self.participation.rng.bit_generator.state)
+                        participation=self.participation.rng.bit_generator.state,
+                        certificate_costs=self.certificate_costs)
         arrays = dict(arrays, solved_centre=self.solved_problem[1],
                       counters=np.array(json.dumps(counters)))
         arrays.update({f"kept_iterate{i}": x for i, x in enumerate(self.kept_iterates)
@@ -332,6 +333,7 @@ class BatchedHyFDCA:
         run.conjugate_total = counters["conjugate_total"]
         run.solved_problem = (counters["solved_kappa"], solved_centre)
         run.participation.rng.bit_generator.state = counters["participation"]
+        run.certificate_costs = counters["certificate_costs"]
         return run
 
     def state_arrays(self):

@@ -203,12 +203,14 @@ class HyFDCARun:
             client.load_state(party["state"])
         run.participation.rng.bit_generator.state = server["participation"]
         run.round = server["round"]
-        if server["transport"] == run.transport.settings():  # else it starts afresh
-            run.transport.load_state(server["transport_state"])
         for name, records in server["records"].items():
             setattr(run, name, records)
-        for k in server["away"]:   # never into a round with the blank state it saved
-            run.transport.rejoined(k, run.rejoin(k))
+        if server["transport"] == run.transport.settings():
+            # the clients away rejoin before the next round, as in the uninterrupted run
+            run.transport.load_state(server["transport_state"])
+        else:   # another transport starts afresh: rejoin them now, never into a round
+            for k in server["away"]:   # with the blank state they saved
+                run.transport.rejoined(k, run.rejoin(k))
         return run
 
     # --- participation ------------------------------------------------------------------
@@ -265,9 +267,8 @@ class HyFDCARun:
             return record
 
     def _rejoin_returning(self):
-        """Rejoin every client the transport reports back (before a round, or before a
-        checkpoint: a checkpoint holds clients in step with the server, and those whose
-        rejoin failed as away, to rejoin first when it is resumed)."""
+        """Rejoin every client the transport reports back, before a round (a checkpoint
+        saves them as away, and the resumed run rejoins them before its next round)."""
         for k in self.transport.rejoining(self.round):
             self.transport.rejoined(k, self.rejoin(k))
 

@@ -7,7 +7,8 @@ EXIT_CODES = {signal.SIGINT: 130, signal.SIGTERM: 143}  # 128 + the signal's num
 
 
 class Terminated(KeyboardInterrupt):
-    """SIGTERM outside a :class:`GracefulStop` block (exit code 143)."""
+    """SIGTERM outside a :class:`GracefulStop` block, or a second one inside it (exit code
+    143)."""
 
 
 def raise_terminated(signum, frame):

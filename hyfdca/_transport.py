@@ -284,10 +284,11 @@ class FaultyTransport(InProcessTransport):
     def state(self):
         """The fault draws' stream, the faults so far, the message counter, the scripted
         faults still to come and the replies still travelling (a resumed run meets the
-        faults the uninterrupted one would)."""
+        faults the uninterrupted one would) and the clients back from a restart, to
+        rejoin before the next round."""
         return dict(rng=self.rng.bit_generator.state, faults=vars(self.faults).copy(),
                     next_id=self._next_id, script=sorted(self.script),
-                    late=copy.deepcopy(self._late))
+                    late=copy.deepcopy(self._late), returning=sorted(self.returning))
 
     def load_state(self, state):
         self.rng.bit_generator.state = state["rng"]
@@ -295,6 +296,7 @@ class FaultyTransport(InProcessTransport):
         self._next_id = state["next_id"]
         self.script = set(state["script"])
         self._late = state["late"]
+        self.returning = set(state["returning"])
 
     def _faulty(self, fault, phase, k, scripted=True):
         place = (self.round, phase, int(k), fault)

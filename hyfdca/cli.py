@@ -327,16 +327,21 @@ def cmd_split(args):
 
     out = prepare_output(args.output)
     fed, (X_new, y_new) = _problem(args)
-    new = split_like(fed, X_new, seed=args.seed)
-    for k, (block, predict) in enumerate(zip(fed.blocks, new.blocks)):
+    for k, block in enumerate(fed.blocks):
         write_block(out / f"client-{k}.{args.format}", block)
-        write_block(out / f"new-{k}.{args.format}", predict)
-    np.save(out / "new-labels.npy", y_new)
     last = fed.n_clients - 1
     print(f"{fed.n_clients} party files of the training part ({fed.n_samples} samples) in "
-          f"{out} (client-0.{args.format} ... client-{last}.{args.format}), the "
-          f"validation quarter's ({new.n_samples} samples) to predict (new-0.{args.format} "
-          f"... new-{last}.{args.format}; labels in new-labels.npy)")
+          f"{out} (client-0.{args.format} ... client-{last}.{args.format})")
+    try:
+        new = split_like(fed, X_new, seed=args.seed)
+    except ValueError as err:
+        print(f"no predict files: {err}")
+        return 0
+    for k, predict in enumerate(new.blocks):
+        write_block(out / f"new-{k}.{args.format}", predict)
+    np.save(out / "new-labels.npy", y_new)
+    print(f"the validation quarter ({new.n_samples} samples) to predict: "
+          f"new-0.{args.format} ... new-{last}.{args.format}, labels in new-labels.npy")
     return 0
 
 

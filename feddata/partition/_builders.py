@@ -221,19 +221,24 @@ def split_like(fed, X, y=None, *, seed=0):
     way its training data is, for federated prediction: client k keeps its training
     features J_k, in order, so its block multiplies its part w_k of the model.
 
-    New sample i takes the holders C_s of a training sample s drawn uniformly (seeded),
-    and each non-zero x_ij goes to the first of them whose J_k holds feature j, or, where
-    none of them does (a dealt partition), to the first client whose J_k holds j. Every
-    entry has one holder, so sum_k x_i^k . w_k = x_i . w. ``y``: the new samples' labels
-    (zeros where not given: a prediction needs none). A client dealt no new sample is an
-    error (predict more samples at once)."""
+    New sample i takes the holders C_s of a training sample s drawn uniformly (seeded; K
+    of the new samples, one per client, take one of that client's samples, so that with
+    at least K new samples every client holds one), and each non-zero x_ij goes to the
+    first of them whose J_k holds feature j, or, where none of them does (a dealt
+    partition), to the first client whose J_k holds j. Every entry has one holder, so
+    sum_k x_i^k . w_k = x_i . w. ``y``: the new samples' labels (zeros where not given: a
+    prediction needs none). Fewer new samples than clients leave a client none: an error
+    (predict more samples at once)."""
     X = as_csr(X)
     if X.shape[1] != fed.n_features:
         raise ValueError(f"the new samples have {X.shape[1]} features, the training data "
                          f"{fed.n_features}")
     y = np.zeros(X.shape[0]) if y is None else _prepare(X, y)[1]
     n = X.shape[0]
-    template = np.random.default_rng(seed).integers(fed.n_samples, size=n)
+    rng = np.random.default_rng(seed)
+    template = rng.integers(fed.n_samples, size=n)
+    for block, i in zip(fed.blocks, rng.permutation(n)):   # one for each client
+        template[i] = block.sample_ids[rng.integers(block.sample_ids.size)]
     rows, cols = _entry_rows(X), X.indices.astype(np.int64)
     owner = np.full(X.nnz, -1, dtype=np.int64)
     sample_sets = []

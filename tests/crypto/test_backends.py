@@ -523,8 +523,11 @@ def test_a_claimed_bound_beyond_capacity_is_refused(label):
 def test_multiply_takes_integers_only(backend):
     keys, ev = backend
     x = keys.encrypt([1.0])
-    with pytest.raises(ValueError, match="multiply takes integers"):
-        ev.multiply(x, 1.9, 0)
+    for bad in (1.9, np.inf, np.nan):   # inf passed as a whole float, became -2^63
+        with pytest.raises(ValueError, match="multiply takes integers"):
+            ev.multiply(x, bad, 0)
+    with pytest.raises(OverflowError, match="multipliers beyond 64-bit integers"):
+        ev.multiply(x, 2.0**64, 0)
     assert keys.decrypt(ev.multiply(x, 2.0, 0)).tolist() == [2.0]   # a whole float is one
 
 

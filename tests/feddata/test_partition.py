@@ -281,6 +281,16 @@ def test_a_new_entry_no_template_holder_holds_goes_to_the_features_first_holder(
     np.testing.assert_array_equal(new.blocks[0].sample_ids, np.arange(10))  # features 0-1
 
 
+def test_as_many_new_samples_as_clients_give_every_client_one(data):
+    """20 new samples over 20 horizontal clients: uniform templates alone would leave
+    some client without a sample (and split_like refused them all)."""
+    X, y = data
+    fed = P.horizontal(X[:60], y[:60], 20)
+    for seed in range(5):
+        new = P.split_like(fed, X[60:80], seed=seed)
+        assert sorted(b.sample_ids.size for b in new.blocks) == [1] * 20
+
+
 def test_split_like_names_what_it_cannot_split(data):
     X, y = data
     fed = P.hybrid_grid(X[:60], y[:60], 3, 3)

@@ -383,3 +383,20 @@ def test_the_next_save_removes_what_a_killed_save_left(tmp_path):
     save_checkpoint(tmp_path, dict(round=12), np.zeros(2), {})
     assert sorted(p.name for p in tmp_path.iterdir()) == ["LATEST", "notes.txt",
                                                           "round-000005", "round-000012"]
+
+
+@pytest.mark.parametrize("engine", ["protocol", "batched"])
+def test_the_records_outside_the_rounds_survive_a_resume(tmp_path, engine):
+    """The certificates' costs of the rounds before the stop are kept (they restarted
+    empty, so a resumed run's summary counted only the certificates after it)."""
+    fed, settings = job.problem()
+    whole, _ = run_hyfdca(fed, settings, max_rounds=8, eval_every=2, engine=engine)
+    run_hyfdca(fed, settings, max_rounds=4, eval_every=2, engine=engine, checkpoint=tmp_path)
+    resumed, _ = run_hyfdca(fed, settings, max_rounds=8, eval_every=2, engine=engine,
+                            checkpoint=tmp_path, resume=True)
+
+    def costs(run):
+        return [(c["round"], c["rtc"], c["encrypt"], c["decrypt"])
+                for c in run.certificate_costs]
+
+    assert costs(resumed) == costs(whole) and len(costs(whole)) == 5

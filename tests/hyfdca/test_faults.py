@@ -324,11 +324,12 @@ def test_a_checkpoint_saves_a_returning_client_as_away(grid, tmp_path):
     assert b.rejoin_costs == [] and b.transport.away() == [2]   # saving rejoined no one
     restored = HyFDCARun.from_checkpoint(tmp_path, grid, partial(fraction=1.0), crypto="mask",
                                          transport=faulty(script=script))
-    assert [(r["round"], r["client"]) for r in restored.rejoin_costs] == [(4, 2)]
+    assert restored.rejoin_costs == [] and restored.transport.away() == [2]
     for _ in range(3):
         a.step()
         restored.step()
-    assert [(r["round"], r["client"]) for r in a.rejoin_costs] == [(4, 2)]
+    for run in (a, restored):   # rejoined before round 5, in both
+        assert [(r["round"], r["client"]) for r in run.rejoin_costs] == [(4, 2)]
     assert_same_state(a, restored)
 
 
@@ -348,7 +349,10 @@ def test_a_checkpoint_changes_nothing_when_a_client_restarted_in_the_last_round(
 
 @pytest.mark.parametrize("faults", [dict(drop=0.05, seed=7),
                                     dict(delay=0.05, duplicate=0.05, seed=3),
-                                    dict(crash=0.05, seed=5)])
+                                    dict(crash=0.05, seed=5),
+                                    dict(script=[(8, "local dual method", 1, "restart")],
+                                         drop=1.0, certificate_retries=1, seed=2,
+                                         phases={"rejoin: dual sync + primal contribution"})])
 def test_a_run_over_a_faulty_transport_resumes_with_the_same_faults(grid, tmp_path, faults):
     """The transport's fault stream, counts and message ids are saved: the resumed run
     meets the faults of the uninterrupted one (before: the stream started again, and
@@ -364,6 +368,7 @@ def test_a_run_over_a_faulty_transport_resumes_with_the_same_faults(grid, tmp_pa
     resumed, resumed_history = run(20, checkpoint=tmp_path, resume=True)
     assert same_bits(resumed_history) == same_bits(whole_history)
     assert vars(resumed.transport.faults) == vars(whole.transport.faults)
+    assert resumed.rejoin_costs == whole.rejoin_costs   # each rejoin attempted once a round
     np.testing.assert_array_equal(resumed.model, whole.model)
     with pytest.raises(CheckpointError, match="transport.may_lose: checkpoint True, this run "
                                               "False"):
