@@ -15,21 +15,8 @@ import numpy as np
 
 from feddata.history import History
 from feddata.participation import Participation
-from solvers import check_classification_labels, loss_code, primal_objective, sign_labels
-
-
-def _whole(value):
-    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
-
-
-def positive_finite(**values):
-    """ValueError naming every value that is not a finite number > 0."""
-    bad = [f"{name}={value!r}" for name, value in values.items()
-           if not (isinstance(value, (int, float, np.number)) and not isinstance(value, bool)
-                   and np.isfinite(value) and value > 0)]
-    if bad:
-        noun = "a finite number" if len(bad) == 1 else "finite numbers"
-        raise ValueError(f"{', '.join(bad)}: must be {noun} > 0")
+from solvers import (check_classification_labels, check_positive, is_whole, loss_code,
+                     primal_objective, sign_labels)
 
 
 class ConvexBaseline:
@@ -39,8 +26,9 @@ class ConvexBaseline:
 
     def __init__(self, dataset, *, loss="hinge", lam=1e-4, smoothing=1.0,
                  participation="full", fraction=1.0, seed=0):
-        positive_finite(lam=lam, smoothing=smoothing)
-        if not (_whole(seed) and seed >= 0):
+        check_positive(lam, "lam")
+        check_positive(smoothing, "smoothing")
+        if not (is_whole(seed) and seed >= 0):
             raise ValueError(f"seed must be a whole number >= 0, got {seed!r}")
         self.dataset = dataset
         self.loss, self.code = loss, loss_code(loss)
@@ -74,7 +62,7 @@ def run_baseline(method, *, max_rounds=100, eval_every=1, p_star=None, validatio
     """Run a baseline for ``max_rounds``; return its History (primal and validation
     accuracy every ``eval_every`` rounds; stops early if the primal is no longer finite)."""
     for name, value, least in (("max_rounds", max_rounds, 0), ("eval_every", eval_every, 1)):
-        if not (_whole(value) and value >= least):
+        if not (is_whole(value) and value >= least):
             raise ValueError(f"{name} must be a whole number >= {least}, got {value!r}")
     if validation is not None and validation[0].shape[1] != method.dataset.n_features:
         raise ValueError(f"the validation set has {validation[0].shape[1]} features, the "

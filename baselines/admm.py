@@ -80,7 +80,8 @@ import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
 from baselines._admm_kernels import prox_losses
-from baselines._base import ConvexBaseline, positive_finite
+from baselines._base import ConvexBaseline
+from solvers import check_positive
 
 _DENSE_MAX = 2000   # factor I + G densely (Cholesky) when G is at most this size
 
@@ -147,7 +148,7 @@ class BlockSplittingADMM(ConvexBaseline):
                 f"block-splitting ADMM needs every client in every iteration (full "
                 f"participation); got participation={part.kind!r} with fraction "
                 f"{part.fraction:g}")
-        positive_finite(rho=rho)
+        check_positive(rho, "rho")
         self.rho = float(rho)
         n, d = dataset.n_samples, dataset.n_features
         self.labels = np.ascontiguousarray(dataset.labels, dtype=np.float64)

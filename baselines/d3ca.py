@@ -68,7 +68,8 @@ import time
 
 import numpy as np
 
-from baselines._base import ConvexBaseline, positive_finite
+from baselines._base import ConvexBaseline
+from solvers import check_positive
 from feddata import local_work
 from solvers.kernels import row_sq_norms, sdca_pass
 
@@ -104,7 +105,8 @@ class D3CA(ConvexBaseline):
 
     def __init__(self, dataset, *, iic=1.0, sigma=1.0, gamma="averaging", **kwargs):
         super().__init__(dataset, **kwargs)
-        positive_finite(iic=iic, sigma=sigma)
+        check_positive(iic, "iic")
+        check_positive(sigma, "sigma")
         blocks = dataset.blocks
         if isinstance(gamma, str):
             if gamma not in GAMMAS:

@@ -24,7 +24,8 @@ import time
 
 import numpy as np
 
-from baselines._base import ConvexBaseline, positive_finite
+from baselines._base import ConvexBaseline
+from solvers import check_positive
 from baselines._local_sgd import local_sgd
 from feddata import local_work
 
@@ -48,7 +49,8 @@ class FedAvg(ConvexBaseline):
 
     def __init__(self, dataset, *, iic=0.1, a=1.0, b=10.0, **kwargs):
         super().__init__(dataset, **kwargs)
-        positive_finite(iic=iic, a=a, b=b)
+        for name, value in (("iic", iic), ("a", a), ("b", b)):
+            check_positive(value, name)
         if a * (self.lam + self.mu) / b >= 1.0:
             raise ValueError(f"step too large: a (lam + mu) / b = "
                              f"{a * (self.lam + self.mu) / b:.3g} must be < 1")
@@ -90,7 +92,7 @@ class HyFEMLinear(FedAvg):
     name = "HyFEM"
 
     def __init__(self, dataset, *, mu=0.5, **kwargs):
-        positive_finite(mu=mu)
+        check_positive(mu, "mu")
         self.mu = float(mu)
         super().__init__(dataset, **kwargs)
 

@@ -41,12 +41,11 @@ import secrets
 from concurrent.futures import ProcessPoolExecutor
 
 import gmpy2
-import numpy as np
 
 from crypto._fixed_point import FixedPoint
 from crypto._interface import CiphertextError, KeyHolder, OpCounts
 from crypto._paillier import (DEFAULT_KEYSIZE, PaillierArithmetic, check_ciphertexts,
-                              check_key_size, object_array)
+                              check_key_size, object_array, whole)
 
 WINDOW_BITS = 8
 _ids = itertools.count()
@@ -59,10 +58,6 @@ def default_exponent_bits(n_length):
         if n_length >= least:
             return 2 * level
     return 2 * 112
-
-
-def _whole(value):
-    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
 
 
 def generate_primes(n_length):
@@ -275,7 +270,7 @@ def fast_paillier_backend(n_length=DEFAULT_KEYSIZE, frac_bits=32, insecure=False
     codec = FixedPoint(frac_bits) if codec is None else codec
     least = default_exponent_bits(n_length)
     exponent_bits = least if exponent_bits is None else exponent_bits
-    if not _whole(exponent_bits) or not 64 <= exponent_bits <= n_length:
+    if not whole(exponent_bits) or not 64 <= exponent_bits <= n_length:
         raise ValueError(f"exponent_bits must be a whole number in 64..{n_length}, got "
                          f"{exponent_bits!r}")
     if exponent_bits < least and not insecure:
@@ -283,7 +278,7 @@ def fast_paillier_backend(n_length=DEFAULT_KEYSIZE, frac_bits=32, insecure=False
                          f"of a {n_length}-bit key ({least}): a baby-step giant-step "
                          f"search finds a short exponent in 2^(bits/2) steps, and with it "
                          f"the plaintext; pass insecure=True only in tests")
-    if not _whole(headroom_bits) or headroom_bits < 0:
+    if not whole(headroom_bits) or headroom_bits < 0:
         raise ValueError(f"headroom_bits must be a whole number >= 0, got {headroom_bits!r}")
     p, q = generate_primes(n_length)
     n = p * q

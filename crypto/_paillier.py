@@ -22,10 +22,16 @@ DEFAULT_KEYSIZE = 2048
 MIN_SECURE_KEYSIZE = 2048
 
 
+def whole(value):
+    """Whether ``value`` is an int (NumPy's too), not a bool (crypto imports no project
+    package: solvers.is_whole's counterpart here)."""
+    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+
+
 def check_key_size(n_length, insecure):
     """ValueError for a modulus under 2048 bits unless ``insecure`` (tests only), or one
     that is not a whole number of bits."""
-    if not isinstance(n_length, (int, np.integer)) or isinstance(n_length, bool):
+    if not whole(n_length):
         raise ValueError(f"the modulus length must be a whole number of bits, got "
                          f"{n_length!r}")
     n_length = int(n_length)

@@ -40,9 +40,10 @@ class Client:
     """
 
     # set at construction from its block, keys and settings; the rest is the run's state
-    FIXED = frozenset(("id", "X", "y", "feature_ids", "n_local", "keys", "masker", "settings", "stream",
-                       "q", "partial", "rho", "update_weight", "inv_holders",
-                       "_counts", "_n_clients", "_blocks", "_units", "_prediction"))
+    FIXED = frozenset(("id", "X", "y", "feature_ids", "n_local", "keys", "masker",
+                       "settings", "stream", "q", "partial", "rho", "update_weight",
+                       "inv_holders", "_counts", "_n_clients", "_blocks", "_units",
+                       "_prediction"))
 
     def __init__(self, client_id, block, keys, masker, settings, stream):
         self.id = client_id

@@ -11,7 +11,7 @@ from hyfdca._checkpoint import (CheckpointError, check_same_run, dataset_fingerp
                                 latest_checkpoint, load_checkpoint, save_checkpoint)
 from hyfdca._protocol import HyFDCARun
 from hyfdca._transport import MissingReplies
-from solvers import sign_labels
+from solvers import is_whole, sign_labels
 
 ENGINES = ("protocol", "batched")
 
@@ -211,22 +211,19 @@ def _jsonable(value):
 
 def check_run_arguments(max_rounds, eval_every, tol, rel_tol, checkpoint, checkpoint_every,
                          resume, frac_bits, seed):
-    def whole(value):
-        return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
-
     problems = [text for ok, text in (
-        (whole(frac_bits) and frac_bits >= 1,
+        (is_whole(frac_bits) and frac_bits >= 1,
          f"frac_bits must be a whole number >= 1, got {frac_bits!r}"),
-        (whole(seed) and seed >= 0, f"seed must be a whole number >= 0, got {seed!r}"),
-        (whole(max_rounds) and max_rounds >= 0,
+        (is_whole(seed) and seed >= 0, f"seed must be a whole number >= 0, got {seed!r}"),
+        (is_whole(max_rounds) and max_rounds >= 0,
          f"max_rounds must be a whole number >= 0, got {max_rounds!r}"),
-        (whole(eval_every) and eval_every >= 1,
+        (is_whole(eval_every) and eval_every >= 1,
          f"eval_every must be a whole number >= 1, got {eval_every!r}"),
         (tol is None or (np.isfinite(tol) and tol >= 0),
          f"tol must be None or a finite number >= 0, got {tol!r}"),
         (rel_tol is None or (np.isfinite(rel_tol) and rel_tol >= 0),
          f"rel_tol must be None or a finite number >= 0, got {rel_tol!r}"),
-        (checkpoint_every is None or (whole(checkpoint_every) and checkpoint_every >= 1),
+        (checkpoint_every is None or (is_whole(checkpoint_every) and checkpoint_every >= 1),
          f"checkpoint_every must be None or a whole number >= 1, got {checkpoint_every!r}"),
         (checkpoint is not None or (checkpoint_every is None and not resume),
          "checkpoint_every and resume need a checkpoint folder"),

@@ -42,7 +42,7 @@ from solvers._sdca import (
     sign_labels,
 )
 from solvers._validation import (as_csr, check_classification_labels, check_finite,
-                                 check_labels)
+                                 check_labels, check_positive, is_whole)
 
 __all__ = [
     "CLASSIFICATION_LOSSES",
@@ -63,10 +63,12 @@ __all__ = [
     "check_classification_labels",
     "check_finite",
     "check_labels",
+    "check_positive",
     "coordinate_step",
     "default_cache_dir",
     "encode_targets",
     "epoch_order",
+    "is_whole",
     "loss_code",
     "loss_derivative",
     "loss_value",

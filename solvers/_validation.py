@@ -65,8 +65,16 @@ def check_labels(y, n_samples, name="y"):
     return y
 
 
+def is_whole(value):
+    """Whether ``value`` is an int (NumPy's too), not a bool: a count, an id, a seed."""
+    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+
+
 def check_positive(value, name):
-    if not (np.isfinite(value) and value > 0):
+    """``value`` as a float, or ValueError naming ``name`` unless it is a finite number
+    > 0 (a bool or a string is not a number here)."""
+    number = isinstance(value, (int, float, np.number)) and not isinstance(value, bool)
+    if not (number and np.isfinite(value) and value > 0):
         raise ValueError(f"{name} must be a positive finite number, got {value!r}")
     return float(value)
 

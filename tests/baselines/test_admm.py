@@ -124,7 +124,7 @@ def test_round_record_and_bad_rho(small):
     assert record["compute_ops"] == max(p.ops + ids.size for p, ids in
                                         zip(method.projectors, method.prox_samples))
     for rho in (0.0, float("inf")):
-        with pytest.raises(ValueError, match=f"rho={rho!r}: must be a finite number > 0"):
+        with pytest.raises(ValueError, match=f"rho must be a positive finite number, got {rho!r}"):
             BlockSplittingADMM(fed, rho=rho)
 
 

@@ -140,10 +140,10 @@ def test_same_seed_same_bits(small):
     (dict(gamma="sum"), "gamma must be one of"),
     (dict(gamma=-1.0), "gamma must be one of"),
     (dict(gamma=5.0), r"gamma must be one of .* a number in \(0, 1\]"),
-    (dict(iic=0.0), "iic=0.0: must be a finite number > 0"),
-    (dict(sigma=float("inf")), "sigma=inf: must be a finite number > 0"),
-    (dict(iic=float("inf")), "iic=inf: must be a finite number > 0"),
-    (dict(lam=0.0), "lam=0.0: must be a finite number > 0"),
+    (dict(iic=0.0), "iic must be a positive finite number, got 0.0"),
+    (dict(sigma=float("inf")), "sigma must be a positive finite number, got inf"),
+    (dict(iic=float("inf")), "iic must be a positive finite number, got inf"),
+    (dict(lam=0.0), "lam must be a positive finite number, got 0.0"),
 ])
 def test_bad_settings_are_named(small, kwargs, message):
     with pytest.raises(ValueError, match=message):

@@ -135,12 +135,12 @@ def test_fedavg_reduces_the_objective_on_a_horizontal_split(small):
 
 @pytest.mark.parametrize("kwargs, message", [
     (dict(a=5.0, b=1.0, lam=0.5), "step too large"),
-    (dict(iic=0.0), "iic=0.0: must be a finite number > 0"),
-    (dict(lam=-1.0), "lam=-1.0: must be a finite number > 0"),
-    (dict(b=float("inf")), "b=inf: must be a finite number > 0"),
-    (dict(iic=float("inf"), a=float("nan")), "iic=inf, a=nan: must be finite numbers > 0"),
-    (dict(smoothing=0.0), "smoothing=0.0: must be a finite number > 0"),
-    (dict(smoothing=-1.0, loss="smoothed_hinge"), "smoothing=-1.0: must be a finite"),
+    (dict(iic=0.0), "iic must be a positive finite number, got 0.0"),
+    (dict(lam=-1.0), "lam must be a positive finite number, got -1.0"),
+    (dict(b=float("inf")), "b must be a positive finite number, got inf"),
+    (dict(iic=float("inf"), a=float("nan")), "iic must be a positive finite number, got inf"),
+    (dict(smoothing=0.0), "smoothing must be a positive finite number, got 0.0"),
+    (dict(smoothing=-1.0, loss="smoothed_hinge"), "smoothing must be a positive finite"),
     (dict(seed=1.7), "seed must be a whole number >= 0, got 1.7"),
     (dict(seed=-1), "seed must be a whole number >= 0, got -1"),
     (dict(participation="some"), "participation must be one of"),
