@@ -115,16 +115,26 @@ def _ids(values):
     return np.asarray(values, dtype=np.int64).ravel()
 
 
+def whole_ids(ids, client, name):
+    """Client ``client``'s ``name`` ids as int64, refusing values that are not whole
+    numbers (never truncated: 1.5 is not 1)."""
+    raw = np.asarray(ids).ravel()
+    if not (np.issubdtype(raw.dtype, np.integer) or np.issubdtype(raw.dtype, np.floating)):
+        raise ValueError(f"client {client}: {name} ids must be integers, got dtype "
+                         f"{raw.dtype}")
+    if np.issubdtype(raw.dtype, np.floating):
+        bad = raw[~np.isfinite(raw) | (raw != np.round(raw))]
+        if bad.size:
+            raise ValueError(f"client {client}: {name} ids must be whole numbers, got "
+                             f"{_listing(bad)}")
+    return raw.astype(np.int64)
+
+
 def _layout_ids(k, values, name):
     """Client k's ``name`` ids as int64, or ValueError naming what is wrong with them."""
-    ids = np.asarray(values).ravel()
+    ids = whole_ids(values, k, name)
     if ids.size == 0:
         raise ValueError(f"client {k} holds no {name}s")
-    if ids.dtype.kind not in "iu" and not (ids.dtype.kind == "f"
-                                           and np.all(ids == np.round(ids))):
-        raise ValueError(f"client {k}: {name} ids must be whole numbers, got {ids.dtype} "
-                         f"values such as {ids[:3].tolist()}")
-    ids = ids.astype(np.int64)
     if ids.min() < 0 or np.any(np.diff(ids) <= 0):
         raise ValueError(f"client {k}: {name} ids must be >= 0 and strictly increasing (no "
                          f"repeats)")

@@ -8,7 +8,7 @@ gives back X exactly.
 import numpy as np
 import scipy.sparse as sp
 
-from feddata.federated import FederatedDataset, _listing, make_block
+from feddata.federated import FederatedDataset, _listing, make_block, whole_ids
 from solvers import as_csr
 from solvers import check_labels
 
@@ -166,20 +166,6 @@ def mnist_quadrants(X, y, n_clients, *, image_shape=(28, 28), bias=10.0, shuffle
     return _assemble(X, y, owner, samples, features)
 
 
-def _integer_ids(ids, client, name):
-    """``ids`` as int64, refusing values that are not whole numbers (never truncated)."""
-    raw = np.asarray(ids).ravel()
-    if not (np.issubdtype(raw.dtype, np.integer) or np.issubdtype(raw.dtype, np.floating)):
-        raise ValueError(f"invalid client blocks: client {client}: {name} ids must be "
-                         f"integers, got dtype {raw.dtype}")
-    if np.issubdtype(raw.dtype, np.floating):
-        bad = raw[~np.isfinite(raw) | (raw != np.round(raw))]
-        if bad.size:
-            raise ValueError(f"invalid client blocks: client {client}: {name} ids must be "
-                             f"whole numbers, got {_listing(bad)}")
-    return raw.astype(np.int64)
-
-
 def from_blocks(X, y, blocks):
     """Explicit holdings: ``blocks[k] = (sample_ids, feature_ids)`` of client k, possibly
     overlapping. Each non-zero entry goes to the lowest client id whose rectangle
@@ -189,7 +175,7 @@ def from_blocks(X, y, blocks):
     n, d = X.shape
     sample_sets, feature_sets, problems = [], [], []
     for k, (I, J) in enumerate(blocks):
-        I, J = _integer_ids(I, k, "sample"), _integer_ids(J, k, "feature")
+        I, J = whole_ids(I, k, "sample"), whole_ids(J, k, "feature")
         for ids, count, name in ((I, n, "sample"), (J, d, "feature")):
             bad = ids[(ids < 0) | (ids >= count)]
             if bad.size:
