@@ -90,6 +90,12 @@ class Layout:
         if n and counts.min() == 0:
             raise ValueError(f"samples {_listing(np.flatnonzero(counts == 0))} are held by no "
                              f"client")
+        held = np.zeros(d, dtype=bool)
+        for j in feature_ids:
+            held[j] = True
+        if not held.all():
+            raise ValueError(f"features {_listing(np.flatnonzero(~held))} are held by no "
+                             f"client")
         return cls(n, d, sample_ids, feature_ids, counts,
                    None if sq_norm_total is None else float(sq_norm_total),
                    None if mean_sq_total is None else float(mean_sq_total))

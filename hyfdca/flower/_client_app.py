@@ -14,6 +14,7 @@ the ``defaults`` of :func:`make_client_app` (a simulation's):
 """
 
 import json
+import logging
 import pickle
 from functools import lru_cache, partial
 
@@ -30,6 +31,7 @@ from hyfdca.flower._wire import (CONFIGURE, DESCRIBE, NO_SESSION, PHASE_ACTIONS,
                                  attempts, pack, unpack)
 
 SESSION = "hyfdca-session"
+_LOG = logging.getLogger("hyfdca.flower.party")
 
 
 def _setting(context, key, defaults, default=None):
@@ -119,10 +121,24 @@ def configure(message, context, defaults):
 
 
 class PhaseFailed(RuntimeError):
-    """A party failed to answer a phase. Flower sends an exception's text to the server,
-    so this one names only the party, the request and the error's type; the error
-    itself, whose text can hold the party's values (an encoder's overflow prints the
-    largest value), is its cause and stays in the party's own log."""
+    """A party failed to answer a phase. Flower sends an exception's text, and on its
+    simulation engine the traceback with every chained error, to the server, so this one
+    names only the party, the request and the error's type, and chains nothing; the
+    error itself, whose text can hold the party's values (an encoder's overflow prints
+    the largest value, a malformed data file its token), is logged in the party's own
+    log (logger ``hyfdca.flower.party``) and kept as ``PhaseFailed.error`` there."""
+
+    def __init__(self, party, request, error):
+        super().__init__(f"client {party}: {type(error).__name__} while answering "
+                         f"{request} (details in the party's own log)")
+        self.error = error
+
+
+def _failed(party, request, error):
+    """:class:`PhaseFailed` for ``error``, logged here first with its details."""
+    _LOG.error("client %s: %s while answering %s", party, type(error).__name__, request,
+               exc_info=error)
+    return PhaseFailed(party, request, error)
 
 
 def answered(client, request):
@@ -130,9 +146,23 @@ def answered(client, request):
     try:
         return client.handle(request)
     except Exception as error:
-        raise PhaseFailed(f"client {client.id}: {type(error).__name__} while answering "
-                          f"{type(request).__name__} (details in the party's own log)"
-                          ) from error
+        raise _failed(client.id, type(request).__name__, error) from None
+
+
+def guarded(handler, action):
+    """``handler`` whose every error reaches the server as :class:`PhaseFailed` only:
+    reading its files, the session, the keys, the prediction block (``answered`` names
+    the request of a protocol phase)."""
+    def run(message, context, defaults):
+        try:
+            return handler(message, context, defaults)
+        except PhaseFailed:
+            raise
+        except Exception as error:
+            party = context.node_config.get("client-id",
+                                            context.node_config.get("partition-id", "?"))
+            raise _failed(party, action, error) from None
+    return run
 
 
 def answer(message, context, defaults):
@@ -160,7 +190,7 @@ def make_client_app(defaults=None, mods=()):
     app = ClientApp(mods=list(mods))
     for action, handler in ((DESCRIBE, describe), (CONFIGURE, configure),
                             *((a, answer) for a in PHASE_ACTIONS.values())):
-        app.query(action)(partial(handler, defaults=defaults))
+        app.query(action)(partial(guarded(handler, action), defaults=defaults))
     return app
 
 

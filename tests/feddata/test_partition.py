@@ -313,6 +313,7 @@ def test_a_layout_refuses_ids_a_dataset_would_refuse():
             ([[0, 1.7]], [[0]], "client 0: sample ids must be whole numbers"),
             ([[0, 1], []], [[0], [1]], "client 1 holds no samples"),
             ([[1, 0]], [[0]], "strictly increasing"),
+            ([[0, 1]], [[0, 2]], r"features \[1\] are held by no client"),
             ([[0, 1]], [[0], [1]], "one sample-id list and one feature-id list per client")):
         with pytest.raises(ValueError, match=message):
             Layout.from_ids(samples, features)

@@ -478,9 +478,10 @@ def test_a_supernode_killed_mid_run_is_absent_and_rejoins_when_restarted(job):
 
 
 def test_a_failed_phase_sends_the_server_no_value_of_the_party(cancer):
-    """Flower sends an exception's text to the server: a party's encoder overflow, whose
-    text names its largest value, reaches the server as the party, request and error
-    type only; the error itself is the cause (in the party's own log)."""
+    """Flower sends an exception's text (and on its simulation engine the traceback with
+    every chained error) to the server: a party's encoder overflow, whose text names its
+    largest value, reaches the server as the party, request and error type only, chained
+    to nothing; the error itself stays on the party's side (its log, ``.error``)."""
     from hyfdca._messages import PredictRequest
     from hyfdca.flower._client_app import PhaseFailed, answered
     X, y = cancer
@@ -493,8 +494,27 @@ def test_a_failed_phase_sends_the_server_no_value_of_the_party(cancer):
         answered(client, PredictRequest(w, fed.n_samples, np.arange(2), "prediction-0-x"))
     assert str(failed.value) == ("client 0: OverflowError while answering PredictRequest "
                                  "(details in the party's own log)")
-    assert isinstance(failed.value.__cause__, OverflowError)
-    assert "e+" in str(failed.value.__cause__)   # the value, kept on the party's side
+    assert failed.value.__cause__ is None and failed.value.__suppress_context__
+    assert isinstance(failed.value.error, OverflowError)
+    assert "e+" in str(failed.value.error)   # the value, kept on the party's side
+
+
+def test_every_action_of_a_party_sends_the_server_no_value_of_its_files(tmp_path):
+    """Reading a malformed data file (its error quotes the token) at describe, the first
+    action: the server gets the party, the action and the error type, nothing chained."""
+    from types import SimpleNamespace
+
+    from hyfdca.flower._client_app import PhaseFailed, describe, guarded
+    bad = tmp_path / "client-3.libsvm"
+    bad.write_text("# hyfdca sample_ids: 0\n# hyfdca feature_ids: 0-4\n1 3:4242.125x\n")
+    context = SimpleNamespace(node_config={"client-id": 3, "data-file": str(bad),
+                                           "keys-file": str(tmp_path / "clients.keys")},
+                              run_config={})
+    with pytest.raises(PhaseFailed) as failed:
+        guarded(describe, "describe")(None, context, {})
+    assert str(failed.value) == ("client 3: ValueError while answering describe (details "
+                                 "in the party's own log)")
+    assert failed.value.__cause__ is None and "4242" in str(failed.value.error)
 
 
 def test_the_clients_key_file_is_never_readable_by_others(tmp_path, monkeypatch):
