@@ -241,7 +241,7 @@ class Client:
         parts = np.zeros(n_samples)
         parts[ids] = block.X @ message.w
         return msg.PredictShares(self.masker.mask(parts, self.id, message.participants,
-                                                  message.tag))
+                                                  message.tag), ids)
 
     # --- set-up -------------------------------------------------------------------------
 

@@ -261,9 +261,12 @@ class PredictRequest:
 @dataclass(frozen=True)
 class PredictShares:
     """Client -> server: masked shares of its margin parts x_i^k . w over the new
-    samples (0 where it holds none of sample i)."""
+    samples (0 where it holds none of sample i), and the ids of the new samples it
+    holds (public, as its training ids: the server checks every new sample has a
+    holder)."""
 
     shares: np.ndarray
+    held: np.ndarray
 
 
 MESSAGE_TYPES = {cls.__name__: cls for cls in (

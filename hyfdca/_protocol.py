@@ -54,6 +54,11 @@ from solvers import sign_labels
 CRYPTO_FIELDS = ("encrypt", "decrypt", "add", "multiply")
 
 
+class PredictionError(ValueError):
+    """A prediction whose new samples the parties' blocks do not cover: the margins of
+    those samples would read 0."""
+
+
 class HyFDCARun:
     """Clients, server and transport of one run, built from a FederatedDataset (or, with
     :meth:`remote`, the server's side only, for clients in other processes).
@@ -439,12 +444,25 @@ class HyFDCARun:
                 client.hold_for_prediction(block)
         everyone = np.arange(self.layout.n_clients)
         tag = self._sum_tag("prediction")
-        shares = {}
+        shares, held = {}, np.zeros(int(n_samples), dtype=bool)
+
+        def receive(k, reply):
+            shares[k] = reply.shares
+            held[np.asarray(reply.held, dtype=np.int64)] = True
+
         with self._apart_from_rounds("prediction_traffic"):
             self._exchange("prediction", everyone,
                            lambda k: msg.PredictRequest(w[self.server.feature_ids[k]],
                                                         int(n_samples), everyone, tag),
-                           lambda k, reply: shares.__setitem__(k, reply.shares))
+                           receive)
+        if not held.all():
+            missing = np.flatnonzero(~held)
+            shown = ", ".join(str(i) for i in missing[:10]) + (", ..." if missing.size > 10
+                                                                else "")
+            raise PredictionError(
+                f"new samples [{shown}] ({missing.size} of {int(n_samples)}) are "
+                f"held by no party (their prediction blocks, or predict-files, leave them "
+                f"out): their margins would read 0")
         margins = masked_total(shares.items(), everyone, self.frac_bits,
                                tag=f"prediction sums, {tag}")
         return sign_labels(margins), margins

@@ -35,7 +35,7 @@ from flwr.serverapp import ServerApp
 
 from feddata import History, Layout
 from hyfdca._checkpoint import array_bytes, bytes_array, write_atomic
-from hyfdca._protocol import HyFDCARun
+from hyfdca._protocol import HyFDCARun, PredictionError
 from hyfdca._run import check_run_arguments, train
 from hyfdca._settings import HyFDCASettings
 from hyfdca._transport import MissingReplies
@@ -138,7 +138,7 @@ def main(grid, context, defaults):
     elif n_new:
         try:
             labels, margins = run.predict(n_new)
-        except (MissingReplies, ClientError) as err:   # lost during the prediction itself
+        except (MissingReplies, ClientError, PredictionError) as err:   # lost, or not covered
             events["prediction"] = f"skipped: {err}"
             log(WARNING, "HyFDCA: prediction skipped: %s", err)
         else:

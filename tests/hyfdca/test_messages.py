@@ -32,7 +32,7 @@ def _examples(keys):
         msg.SharedNorms(pos, enc),
         msg.SetupDone(12.5, 1.0),
         msg.PredictRequest(w, 7, np.arange(4), "prediction-3"),
-        msg.PredictShares(rng.integers(0, 2**63, 7, dtype=np.uint64)),
+        msg.PredictShares(rng.integers(0, 2**63, 7, dtype=np.uint64), pos),
         sync,
         refresh,
         msg.RoundStart(7, sync, rng.random(10) < 0.5),

@@ -637,6 +637,16 @@ def test_a_prediction_block_unlike_the_training_block_is_refused(cancer):
         run.predict(new.n_samples, blocks=[other, *new.blocks[1:]])
     with pytest.raises(ValueError, match=r"outside the 100 new samples asked for"):
         run.predict(100, blocks=new.blocks)
+    # blocks that leave new samples to nobody (grid group 0's parties drop 0-24): the
+    # server, which sees the ids each party holds, names them (their margins read 0)
+    from hyfdca._protocol import PredictionError
+    dropped = []
+    for block in new.blocks:
+        keep = block.sample_ids >= 25
+        dropped.append(ClientBlock(block.sample_ids[keep], block.feature_ids,
+                                   block.X[keep], block.y[keep]))
+    with pytest.raises(PredictionError, match=r"new samples \[0, 1, 2, .*\] \(25 of "):
+        run.predict(new.n_samples, blocks=dropped)
     labels, margins = run.predict(new.n_samples, blocks=new.blocks)   # the right blocks
     np.testing.assert_allclose(margins, new.reassemble()[0] @ run.model, atol=1e-8)
 
