@@ -447,8 +447,13 @@ class HyFDCARun:
         shares, held = {}, np.zeros(int(n_samples), dtype=bool)
 
         def receive(k, reply):
+            ids = np.asarray(reply.held)
+            if ids.dtype.kind not in "iu" or (ids.size and (ids.min() < 0
+                                                             or ids.max() >= held.size)):
+                raise PredictionError(f"client {k} reports new-sample ids outside 0 to "
+                                      f"{held.size - 1} (or not whole numbers)")
             shares[k] = reply.shares
-            held[np.asarray(reply.held, dtype=np.int64)] = True
+            held[ids] = True
 
         with self._apart_from_rounds("prediction_traffic"):
             self._exchange("prediction", everyone,

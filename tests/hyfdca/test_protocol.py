@@ -647,6 +647,16 @@ def test_a_prediction_block_unlike_the_training_block_is_refused(cancer):
                                    block.X[keep], block.y[keep]))
     with pytest.raises(PredictionError, match=r"new samples \[0, 1, 2, .*\] \(25 of "):
         run.predict(new.n_samples, blocks=dropped)
+    # a party reporting ids it cannot hold (a wrapped -1 would mark the last sample held)
+    honest = run.clients[1].predict_shares
+
+    def lying(message):
+        reply = honest(message)
+        return type(reply)(reply.shares, np.array([-1]))
+    run.clients[1].predict_shares = lying
+    with pytest.raises(PredictionError, match=r"client 1 reports new-sample ids outside 0"):
+        run.predict(new.n_samples, blocks=new.blocks)
+    del run.clients[1].predict_shares
     labels, margins = run.predict(new.n_samples, blocks=new.blocks)   # the right blocks
     np.testing.assert_allclose(margins, new.reassemble()[0] @ run.model, atol=1e-8)
 
