@@ -33,19 +33,12 @@ import numpy as np
 from crypto import deal_keys
 from feddata import federated_problem
 from hyfdca import HyFDCARun, HyFDCASettings
+from hyfdca.cli import whole_number
 
 PROTOCOL = "fast-paillier protocol (hinge)"
 
 
-def positive_int(text):
-    """argparse type: a whole number >= 1."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a whole number >= 1, got {text!r}")
-    return value
+positive_int = whole_number(1)   # argparse type: a whole number >= 1
 
 
 def protocol_keys(**options):

@@ -79,6 +79,7 @@ from hyfdca import BatchedHyFDCA, HyFDCASettings  # noqa: E402
 from hyfdca.rules import (aggregation_weights, correction_factors,  # noqa: E402
                           line_search_step, local_dual_method)
 from solvers import LOSS_CODES, centralized_solution, default_cache_dir  # noqa: E402
+from hyfdca.cli import whole_number  # noqa: E402
 
 REPORT = (10, 25, 50, 100, 200, 400, 800, 1600)
 RULES = ("line search", "momentum", "momentum, guarded")
@@ -185,15 +186,7 @@ def engine_gaps(fed, lam, rounds, p_star, fraction=1.0, seed=0):
     return gaps
 
 
-def positive_int(text):
-    """argparse type: a whole number >= 1."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a whole number >= 1, got {text!r}")
-    return value
+positive_int = whole_number(1)   # argparse type: a whole number >= 1
 
 
 def main():

@@ -73,6 +73,7 @@ from feddata.partition import partition_from_spec  # noqa: E402
 from hyfdca import HyFDCASettings  # noqa: E402
 from hyfdca.profile import (charged_encryption, encryption_ratio,  # noqa: E402
                             measure_operations, round_breakdown, round_costs_table)
+from hyfdca.cli import whole_number  # noqa: E402
 
 # (label, backend, options); "paillier charged" is priced from the plain run
 BACKENDS = (("plain", "plain", {}), ("paillier charged", None, {}),
@@ -86,15 +87,7 @@ QUICK = dict(rows=300, rounds=2)
 CHARGED = "paillier charged"
 
 
-def positive_int(text):
-    """argparse type: a whole number >= 1."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a whole number >= 1, got {text!r}")
-    return value
+positive_int = whole_number(1)   # argparse type: a whole number >= 1
 
 
 def paillier_costs():

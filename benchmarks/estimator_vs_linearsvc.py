@@ -44,19 +44,12 @@ from sklearn.svm import LinearSVC  # noqa: E402
 from feddata.datasets import load_dataset, locate_dataset  # noqa: E402
 from hyfdca import HyFDCAClassifier  # noqa: E402
 from solvers import primal_objective  # noqa: E402
+from hyfdca.cli import whole_number  # noqa: E402
 
 SEED = 0
 
 
-def positive_int(text):
-    """argparse type: a whole number >= 1."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a whole number >= 1, got {text!r}")
-    return value
+positive_int = whole_number(1)   # argparse type: a whole number >= 1
 
 
 def split(X, y, n_rows):

@@ -48,6 +48,7 @@ import numpy as np  # noqa: E402
 from feddata.datasets import load_dataset, locate_dataset  # noqa: E402
 from feddata.partition import partition_from_spec  # noqa: E402
 from hyfdca import FaultyTransport, HyFDCASettings, run_hyfdca  # noqa: E402
+from hyfdca.cli import whole_number  # noqa: E402
 
 SEED, TARGET, EVAL_EVERY = 0, 1e-2, 10
 LOSSES = (0.0, 0.1, 0.3)
@@ -56,15 +57,7 @@ FULL = dict(rows=None, lam=1e-4, budget=3000, grids=("3x3", "3x1"))
 QUICK = dict(rows=5000, lam=1e-3, budget=1000, grids=("3x3", "3x1"))
 
 
-def positive_int(text):
-    """argparse type: a whole number >= 1."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a whole number >= 1, got {text!r}")
-    return value
+positive_int = whole_number(1)   # argparse type: a whole number >= 1
 
 
 def cell(job):

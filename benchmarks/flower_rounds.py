@@ -43,6 +43,7 @@ from crypto import DealtKeys  # noqa: E402
 from feddata import History  # noqa: E402
 from feddata import partition as P  # noqa: E402
 from hyfdca import HyFDCARun, HyFDCASettings, flower, train  # noqa: E402
+from hyfdca.cli import whole_number  # noqa: E402
 
 PAPER_RTT = 0.2575
 
@@ -64,15 +65,7 @@ def per_round(rows):
     return seconds.mean(), seconds.sum() / rtc.sum(), float(np.min(seconds / rtc))
 
 
-def positive_int(text):
-    """argparse type: a whole number >= 1."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a whole number >= 1, got {text!r}")
-    return value
+positive_int = whole_number(1)   # argparse type: a whole number >= 1
 
 
 def measure(folder, fed, settings, rounds, deploy):

@@ -92,6 +92,7 @@ from feddata.datasets import locate_dataset  # noqa: E402
 from feddata.partition import partition_from_spec  # noqa: E402
 from hyfdca import BatchedHyFDCA, HyFDCASettings  # noqa: E402
 from solvers import centralized_solution, default_cache_dir  # noqa: E402
+from hyfdca.cli import whole_number  # noqa: E402
 
 LOSS, SEED, DEFAULT = "hinge", 0, "auto"
 TARGETS = (5e-2, 1e-2)
@@ -120,15 +121,7 @@ def log(message):
     print(message, flush=True)
 
 
-def positive_int(text):
-    """argparse type: a whole number >= 1."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a whole number >= 1, got {text!r}")
-    return value
+positive_int = whole_number(1)   # argparse type: a whole number >= 1
 
 
 def check_partition(spec):

@@ -47,21 +47,14 @@ import numpy as np  # noqa: E402
 import tenseal as ts  # noqa: E402
 
 from hyfdca.profile import measure_operations  # noqa: E402
+from hyfdca.cli import whole_number  # noqa: E402
 
 OPERATIONS = ("encrypt", "decrypt", "add", "multiply")
 CKKS_DEGREE, CKKS_MODULI, CKKS_SCALE = 8192, (60, 40, 40, 60), 2.0 ** 40
 FIXED_POINT_STEP = 2.0 ** -32
 
 
-def positive_int(text):
-    """argparse type: a whole number >= 1."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a whole number >= 1, got {text!r}")
-    return value
+positive_int = whole_number(1)   # argparse type: a whole number >= 1
 
 
 def best_of(repeats, job):

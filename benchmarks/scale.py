@@ -65,20 +65,14 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from hyfdca.cli import whole_number  # noqa: E402
+
 LAM = 1e-4
 FRACTIONS = (0.1, 0.5, 0.9)
 PAPER_ROUNDS = 30_000
 
 
-def positive_int(text):
-    """argparse type: a whole number >= 1."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a whole number >= 1, got {text!r}")
-    return value
+positive_int = whole_number(1)   # argparse type: a whole number >= 1
 
 
 def _status(field):

@@ -377,7 +377,7 @@ def cmd_app(args):
     return 0
 
 
-def _whole_number(minimum):
+def whole_number(minimum):
     """An argparse type: a whole number >= ``minimum``, refused by name otherwise."""
     def parse(text):
         try:
@@ -402,16 +402,16 @@ def _add_problem_options(p, *, dataset, partition, participation, fraction, lam)
                    help="clients available per round (fraction), or 1/subsets (cyclic)")
     p.add_argument("--lam", type=float, default=lam, help="L2 weight lambda")
     group = p.add_mutually_exclusive_group()
-    group.add_argument("--H", type=_whole_number(1), help="inner steps per client and round")
+    group.add_argument("--H", type=whole_number(1), help="inner steps per client and round")
     group.add_argument("--iic", type=float,
                        help="inner-iterations constant: H = iic x local samples")
     p.add_argument("--variant", default=DEFAULT_VARIANT, choices=VARIANT_NAMES)
-    p.add_argument("--draw-block", type=_whole_number(1), default=1,
+    p.add_argument("--draw-block", type=whole_number(1), default=1,
                    help="draw samples in blocks of this many of one holder set (the "
                         "packed backend's slots: a round moves fewer ciphertexts)")
     p.add_argument("--positive-class", type=int, default=0,
                    help="multi-class data: index of the class trained one-vs-rest")
-    p.add_argument("--seed", type=_whole_number(0), default=0)
+    p.add_argument("--seed", type=whole_number(0), default=0)
 
 
 def _add_train_options(p, *, dataset, partition, participation, fraction, lam, rounds,
@@ -422,7 +422,7 @@ def _add_train_options(p, *, dataset, partition, participation, fraction, lam, r
     p.add_argument("--second-inner-product", action="store_true", default=None,
                    help="phase E every round (default: the variant's own; auto runs it where "
                         "the proximal outer loop is strong)")
-    p.add_argument("--rounds", type=_whole_number(0), default=rounds,
+    p.add_argument("--rounds", type=whole_number(0), default=rounds,
                    help="maximum outer iterations")
     p.add_argument("--tol", type=float, default=None, help="stop at this duality gap")
     p.add_argument("--rel-tol", type=float, default=None,
@@ -434,7 +434,7 @@ def _add_train_options(p, *, dataset, partition, participation, fraction, lam, r
     p.add_argument("--checkpoint", default=None, metavar="DIR",
                    help="checkpoint folder, kept after the run (default: OUTPUT/checkpoint, "
                         "removed when the run finishes)")
-    p.add_argument("--checkpoint-every", type=_whole_number(1), default=100, metavar="ROUNDS",
+    p.add_argument("--checkpoint-every", type=whole_number(1), default=100, metavar="ROUNDS",
                    help="rounds between checkpoints (one is also written at the end)")
     p.add_argument("--resume", action="store_true",
                    help="continue the run saved in the checkpoint folder")
@@ -470,13 +470,13 @@ def build_parser():
     p.add_argument("--key-bits", default="2048",
                    help="comma-separated key sizes for backends with keys (2048, 3072; "
                         "under 2048 only for quick tests)")
-    p.add_argument("--n-values", type=_whole_number(1), default=200,
+    p.add_argument("--n-values", type=whole_number(1), default=200,
                    help="values per vector (rounded up to whole ciphertexts of a packed "
                         "backend)")
-    p.add_argument("--repeats", type=_whole_number(1), default=1, help="best of this many timings")
+    p.add_argument("--repeats", type=whole_number(1), default=1, help="best of this many timings")
     _add_problem_options(p, dataset="breast_cancer", partition="3x3",
                          participation="fraction", fraction=0.5, lam=1e-2)
-    p.add_argument("--rounds", type=_whole_number(1), default=3,
+    p.add_argument("--rounds", type=whole_number(1), default=3,
                    help="timed HyFDCA rounds per backend")
     p.add_argument("--output", default="hyfdca-profile", help="folder for tables and plot")
     p.set_defaults(func=cmd_profile)
@@ -485,7 +485,7 @@ def build_parser():
                        description=cmd_keys.__doc__)
     p.add_argument("--crypto", default="bfv", choices=sorted(set(BACKENDS) - {"plain"}))
     p.add_argument("--key-bits", type=int, default=2048, help="Paillier modulus bits")
-    p.add_argument("--frac-bits", type=_whole_number(1), default=32)
+    p.add_argument("--frac-bits", type=whole_number(1), default=32)
     p.add_argument("--loss", choices=sorted(LOSS_CODES), default=None,
                    help="the runs' loss: fast-paillier then sizes its slots for it (24 "
                         "per ciphertext for hinge, smoothed hinge, logistic, 18 for "
@@ -505,29 +505,29 @@ def build_parser():
 
     p = sub.add_parser("app", help="write the Flower app folder of a HyFDCA job",
                        description=cmd_app.__doc__)
-    p.add_argument("--num-clients", type=_whole_number(1), required=True)
+    p.add_argument("--num-clients", type=whole_number(1), required=True)
     p.add_argument("--server-keys", required=True, help="server.keys of `hyfdca keys`")
     p.add_argument("--participation", default="fraction", choices=PARTICIPATION_KINDS)
     p.add_argument("--fraction", type=float, default=1.0)
     p.add_argument("--lam", type=float, default=1e-4)
     p.add_argument("--loss", default="hinge", choices=sorted(LOSS_CODES))
     group = p.add_mutually_exclusive_group()
-    group.add_argument("--H", type=_whole_number(1))
+    group.add_argument("--H", type=whole_number(1))
     group.add_argument("--iic", type=float)
     p.add_argument("--variant", default=DEFAULT_VARIANT, choices=VARIANT_NAMES)
-    p.add_argument("--draw-block", type=_whole_number(1), default=1,
+    p.add_argument("--draw-block", type=whole_number(1), default=1,
                    help="draw samples in blocks of this many of one holder set")
-    p.add_argument("--seed", type=_whole_number(0), default=0)
-    p.add_argument("--frac-bits", type=_whole_number(1), default=32)
-    p.add_argument("--rounds", type=_whole_number(0), default=100)
-    p.add_argument("--eval-every", type=_whole_number(1), default=10)
+    p.add_argument("--seed", type=whole_number(0), default=0)
+    p.add_argument("--frac-bits", type=whole_number(1), default=32)
+    p.add_argument("--rounds", type=whole_number(0), default=100)
+    p.add_argument("--eval-every", type=whole_number(1), default=10)
     p.add_argument("--rel-tol", type=float, default=None)
     p.add_argument("--phase-timeout", type=float, default=None,
                    help="seconds a phase waits for replies; a party that does not answer "
                         "in time is absent and may rejoin (default 300; 0: no limit, a "
                         "party that does not answer stops the run; participation 'full' "
                         "allows only 0)")
-    p.add_argument("--predict-samples", type=_whole_number(0), default=0,
+    p.add_argument("--predict-samples", type=whole_number(0), default=0,
                    help="after training, predict this many new samples from each party's "
                         "predict-file")
     p.add_argument("--results", default="hyfdca-results",
@@ -547,16 +547,16 @@ def build_parser():
     p.add_argument("--methods", default=None,
                    help="comma-separated methods (default HyFDCA,FedAvg,HyFEM; also D3CA, "
                         "ADMM (full participation only))")
-    p.add_argument("--rounds", type=_whole_number(1), default=None,
+    p.add_argument("--rounds", type=whole_number(1), default=None,
                    help="outer iterations per final run")
-    p.add_argument("--tune-rounds", type=_whole_number(1), default=None,
+    p.add_argument("--tune-rounds", type=whole_number(1), default=None,
                    help="rounds per search candidate")
-    p.add_argument("--max-candidates", type=_whole_number(1), default=None,
+    p.add_argument("--max-candidates", type=whole_number(1), default=None,
                    help="random-search draws of HyFDCA per setting")
-    p.add_argument("--baseline-candidates", type=_whole_number(1), default=None,
+    p.add_argument("--baseline-candidates", type=whole_number(1), default=None,
                    help="random-search draws of each baseline per setting (default: as "
                         "--max-candidates)")
-    p.add_argument("--eval-every", type=_whole_number(1), default=None,
+    p.add_argument("--eval-every", type=whole_number(1), default=None,
                    help="rounds between evaluations (primal, accuracy)")
     p.add_argument("--backend", default="paillier", choices=sorted(set(BACKENDS) - {"bfv"}),
                    help="crypto backend whose measured costs HyFDCA's rounds are charged "
@@ -579,7 +579,7 @@ def build_parser():
     p.add_argument("--engine", choices=ENGINES, default="batched",
                    help="HyFDCA's engine: batched (all clients per Numba call) or protocol "
                         "(per-client messages); same iterates and operation counts")
-    p.add_argument("--seed", type=_whole_number(0), default=0)
+    p.add_argument("--seed", type=whole_number(0), default=0)
     p.add_argument("--output", default="hyfdca-experiment")
     p.add_argument("--report-only", action="store_true",
                    help="run no comparison: redraw the figures and tables from those "

@@ -260,6 +260,14 @@ def test_a_damaged_or_missing_file_is_named(tmp_path, engine, name, damage):
                    resume=True)
 
 
+def record_digest(path):
+    """Rewrite run.json beside ``path`` with path's SHA-256, as if the save wrote it."""
+    run_json = path.parent / "run.json"
+    description = json.loads(run_json.read_text())
+    description["files"][path.name] = hashlib.sha256(path.read_bytes()).hexdigest()
+    run_json.write_text(json.dumps(description))
+
+
 @pytest.mark.parametrize("dropped", ["dual_point_alpha", "prox_centre", "solved_centre"])
 def test_an_engine_file_without_an_array_is_refused(tmp_path, dropped):
     """The batched engine's file holds every state array (kappa 0 or not): one that
@@ -274,9 +282,7 @@ def test_an_engine_file_without_an_array_is_refused(tmp_path, dropped):
         run_hyfdca(fed, settings, max_rounds=4, engine="batched", checkpoint=tmp_path,
                    resume=True)
     # the same file with its digest recorded (an engine of another version): by name
-    description = json.loads((path.parent / "run.json").read_text())
-    description["files"]["engine.npz"] = hashlib.sha256(path.read_bytes()).hexdigest()
-    (path.parent / "run.json").write_text(json.dumps(description))
+    record_digest(path)
     with pytest.raises(CheckpointError, match=f"lacks the arrays .*{dropped}"):
         run_hyfdca(fed, settings, max_rounds=4, engine="batched", checkpoint=tmp_path,
                    resume=True)
@@ -337,10 +343,7 @@ def test_a_key_mismatch_is_named(tmp_path):
         run_hyfdca(fed, settings, max_rounds=4, crypto="mask", checkpoint=tmp_path / "a",
                    resume=True)
     # with its digest recorded too (a folder assembled by hand): the keys are named
-    description = json.loads((a / "run.json").read_text())
-    description["files"]["client-4.pkl"] = hashlib.sha256(
-        (a / "client-4.pkl").read_bytes()).hexdigest()
-    (a / "run.json").write_text(json.dumps(description))
+    record_digest(a / "client-4.pkl")
     with pytest.raises(CheckpointError, match="key mismatch: client 4's keys"):
         run_hyfdca(fed, settings, max_rounds=4, crypto="mask", checkpoint=tmp_path / "a",
                    resume=True)

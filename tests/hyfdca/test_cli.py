@@ -156,28 +156,38 @@ def test_an_unfinished_checkpoint_is_never_overwritten(tmp_path):
     assert not (tmp_path / "checkpoint").exists()
 
 
-@pytest.mark.parametrize("signame,code", [("SIGTERM", 143), ("SIGINT", 130)])
-def test_a_signal_stops_after_the_round_and_keeps_history_and_checkpoint(tmp_path, signame,
-                                                                         code):
+def signalled_demo(out, signame, *, pause, times=1, extra=()):
+    """(exit code, stderr) of a long demo run in a subprocess, sent ``signame`` ``times``
+    times (10 ms apart) ``pause`` seconds after its first checkpoint appears."""
     import signal
     import subprocess
     import sys
     import time
 
-    out = tmp_path / "out"
     args = [sys.executable, "-m", "hyfdca.cli", "demo", "--rounds", "1000000", "--quiet",
-            "--crypto", "plain", "--eval-every", "5", "--output", str(out)]
+            "--crypto", "plain", "--eval-every", "5", *extra, "--output", str(out)]
     proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.time() + 120
         while not (out / "checkpoint" / "LATEST").exists() and time.time() < deadline:
             time.sleep(0.05)
-        time.sleep(0.5)  # some rounds into the run
-        proc.send_signal(getattr(signal, signame))
-        stdout, stderr = proc.communicate(timeout=120)
+        time.sleep(pause)
+        for sent in range(times):
+            if sent:
+                time.sleep(0.01)
+            proc.send_signal(getattr(signal, signame))
+        _, stderr = proc.communicate(timeout=120)
     finally:
         proc.kill()
-    assert proc.returncode == code, stderr
+    return proc.returncode, stderr
+
+
+@pytest.mark.parametrize("signame,code", [("SIGTERM", 143), ("SIGINT", 130)])
+def test_a_signal_stops_after_the_round_and_keeps_history_and_checkpoint(tmp_path, signame,
+                                                                         code):
+    out = tmp_path / "out"
+    returncode, stderr = signalled_demo(out, signame, pause=0.5)  # some rounds into the run
+    assert returncode == code, stderr
     last = [line for line in stderr.splitlines() if line.strip()][-1]
     assert last.startswith(f"hyfdca: {signame} at round ") and "--resume" in last
     assert "Traceback" not in stderr
@@ -199,27 +209,9 @@ def test_a_second_signal_aborts_with_its_code_and_names_the_last_checkpoint(
     """A second signal aborts at once: exit code 143 for SIGTERM (it was 130, as for
     Ctrl-C), and the notice names the checkpoint saved before (it said no work was
     saved)."""
-    import signal
-    import subprocess
-    import sys
-    import time
-
-    out = tmp_path / "out"
-    args = [sys.executable, "-m", "hyfdca.cli", "demo", "--rounds", "1000000", "--quiet",
-            "--crypto", "plain", "--eval-every", "5", "--checkpoint-every", "5",
-            "--output", str(out)]
-    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        deadline = time.time() + 120
-        while not (out / "checkpoint" / "LATEST").exists() and time.time() < deadline:
-            time.sleep(0.05)
-        proc.send_signal(getattr(signal, signame))
-        time.sleep(0.01)
-        proc.send_signal(getattr(signal, signame))
-        _, stderr = proc.communicate(timeout=120)
-    finally:
-        proc.kill()
-    assert proc.returncode == code, stderr
+    returncode, stderr = signalled_demo(tmp_path / "out", signame, pause=0, times=2,
+                                        extra=("--checkpoint-every", "5"))
+    assert returncode == code, stderr
     last = [line for line in stderr.splitlines() if line.strip()][-1]
     if "at round" in last:   # the first signal's stop won the race: its own notice
         pytest.skip("the run stopped after the first signal before the second arrived")
