@@ -4,7 +4,9 @@ Client k sends its fixed-point shares plus  sum_j PRF(k, succ_j(k)) - PRF(pred_j
 mod 2^64, over its ``degree`` successors and predecessors in the cyclic order of the
 round's participants. Every mask is added once and subtracted once, so the server's sum
 is exact while each message it receives looks uniformly random. The PRF is keyed BLAKE2b
-under a key the clients share and the server never holds.
+under a key the clients share and the server never holds. The same key gives the clients
+keyed equality tags (:meth:`SecureSum.tags`), with which the server compares what the
+clients hold without learning it.
 """
 
 import hashlib
@@ -12,6 +14,7 @@ import secrets
 from collections import Counter
 
 import numpy as np
+from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
 from crypto._fixed_point import FixedPoint
 
@@ -47,6 +50,24 @@ class SecureSum:
             mask += self._prf(client, order[(pos + j) % n], tag, shares.size)
             mask -= self._prf(order[(pos - j) % n], client, tag, shares.size)
         return shares + mask
+
+    def tags(self, purpose, words):
+        """Keyed equality tags of the rows of ``words`` ((n, 2) 64-bit integers): AES-128
+        of each row's 16 bytes under a key derived from the clients' key for ``purpose``.
+        AES is a permutation, so distinct rows have distinct tags and equal rows equal
+        ones; without the key the tags look random, so the server learns which tags are
+        equal and nothing else. Returns (n, 2) uint64."""
+        words = np.asarray(words)
+        if words.ndim != 2 or words.shape[1] != 2 or words.dtype.itemsize != 8 \
+                or words.dtype.kind not in "iu":
+            raise ValueError(f"tags take (n, 2) 64-bit integers, got {words.dtype} of shape "
+                             f"{words.shape}")
+        key = hashlib.blake2b(f"tags|{purpose}".encode(), key=self._key,
+                              digest_size=16).digest()
+        encryptor = Cipher(algorithms.AES(key), modes.ECB()).encryptor()
+        data = np.ascontiguousarray(words.astype("<u8", copy=False)).tobytes()
+        out = encryptor.update(data) + encryptor.finalize()
+        return np.frombuffer(out, dtype="<u8").reshape(-1, 2).astype(np.uint64)
 
 
 def share_codec(n_participants, frac_bits):

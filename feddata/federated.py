@@ -116,6 +116,51 @@ class Layout:
     def n_clients(self):
         return len(self.sample_ids)
 
+    def overlaps(self):
+        """Per client k, the local positions (rows of I_k, columns of J_k) of the part of
+        its rectangle I_k x J_k that other clients' rectangles overlap: the only place an
+        entry can be held twice (nothing for grids, horizontal or vertical splits).
+        Clients k and l overlap where they share a sample and a feature; client k's rows
+        are its samples some such l holds, its columns the features some such l holds."""
+        samples = _incidence(self.sample_ids, self.n_samples)
+        features = _incidence(self.feature_ids, self.n_features)
+        partners = _overlapping_pairs(samples, features)
+        # (i, k) non-zero: a client overlapping k holds sample i (feature i)
+        rows_held = (samples @ partners).tocsc()
+        columns_held = (features @ partners).tocsc()
+
+        def positions(held, k, ids):
+            return np.searchsorted(ids, np.intersect1d(
+                held.indices[held.indptr[k]:held.indptr[k + 1]], ids, assume_unique=True))
+        return [(positions(rows_held, k, I), positions(columns_held, k, J))
+                for k, (I, J) in enumerate(zip(self.sample_ids, self.feature_ids))]
+
+
+def _incidence(ids, size):
+    """The (size, K) 0/1 CSC matrix of which client holds which id."""
+    rows = np.concatenate(ids)
+    cols = np.repeat(np.arange(len(ids)), [i.size for i in ids])
+    return sp.csc_matrix((np.ones(rows.size, dtype=np.int64), (rows, cols)),
+                         shape=(size, len(ids)))
+
+
+def _overlapping_pairs(samples, features):
+    """The symmetric (K, K) 0/1 matrix of the pairs of distinct clients that share a
+    sample and a feature: the pairs sharing ids on the sparser axis first (sum of squared
+    holder counts: no pairs at all for a horizontal split's samples), then those among
+    them that share an id on the other axis."""
+    first, second = sorted((samples, features),
+                           key=lambda m: float(np.sum(np.diff(m.tocsr().indptr) ** 2.0)))
+    pairs = (first.T @ first).tocoo()
+    upper = pairs.row < pairs.col
+    k, l = pairs.row[upper], pairs.col[upper]
+    by_client = second.T.tocsr()
+    share = np.asarray(by_client[k].multiply(by_client[l]).sum(axis=1)).ravel() > 0
+    k, l, K = k[share], l[share], samples.shape[1]
+    ones = np.ones(2 * k.size, dtype=np.int64)
+    return sp.csc_matrix((ones, (np.concatenate([k, l]), np.concatenate([l, k]))),
+                         shape=(K, K))
+
 
 def _ids(values):
     return np.asarray(values, dtype=np.int64).ravel()

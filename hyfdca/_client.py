@@ -13,6 +13,7 @@ from hyfdca._draws import draw_positions, sample_units
 from hyfdca._packing import ClientBlocks
 from hyfdca._primal_change import rows_change
 from hyfdca._encoding_range import check_encoding_range
+from hyfdca._holdings import entry_tags, label_tags
 from hyfdca._round import (aggregation_weights, correction_factors, dual_update_range_bits,
                            initial_kappa, line_search_shares, local_dual_method, step_bits)
 from solvers import check_classification_labels
@@ -40,7 +41,7 @@ class Client:
     """
 
     # set at construction from its block, keys and settings; the rest is the run's state
-    FIXED = frozenset(("id", "X", "y", "feature_ids", "n_local", "keys", "masker",
+    FIXED = frozenset(("id", "X", "y", "sample_ids", "feature_ids", "n_local", "keys", "masker",
                        "settings", "stream", "q", "partial", "rho", "update_weight",
                        "inv_holders", "_counts", "_n_clients", "_blocks", "_units",
                        "_prediction"))
@@ -49,6 +50,7 @@ class Client:
         self.id = client_id
         self.X = block.X
         self.y = block.y
+        self.sample_ids = np.asarray(block.sample_ids)
         self.feature_ids = np.asarray(block.feature_ids)
         self.n_local = block.X.shape[0]
         self.keys = keys
@@ -109,7 +111,7 @@ class Client:
             self._point_trial = (z, z, *self._point_trial[1:])
 
     # what a process that holds the block, keys and settings must keep between messages
-    _PROVIDED = frozenset(("X", "y", "feature_ids", "keys", "masker", "settings",
+    _PROVIDED = frozenset(("X", "y", "sample_ids", "feature_ids", "keys", "masker", "settings",
                            "_prediction"))
 
     def session(self):
@@ -122,6 +124,7 @@ class Client:
         """The client whose :meth:`session` was ``session``."""
         client = cls.__new__(cls)
         vars(client).update(session, X=block.X, y=block.y,
+                            sample_ids=np.asarray(block.sample_ids),
                             feature_ids=np.asarray(block.feature_ids), keys=keys,
                             masker=masker, settings=settings, _prediction=None)
         return client
@@ -228,7 +231,9 @@ class Client:
 
     def predict_shares(self, message):
         """Masked shares of x_i^k . w_k for the new samples it holds (0 for the rest):
-        the server learns only their sum over the clients, the margin."""
+        the server learns only their sum over the clients, the margin; with the ids it
+        holds and the keyed tags of its entries (``hyfdca._holdings``), so that the server
+        can check every new sample has a holder and no entry is counted twice."""
         block = self._prediction
         if block is None:
             raise ValueError(f"client {self.id} holds no prediction block")
@@ -240,14 +245,19 @@ class Client:
                              f"samples asked for (ids 0 to {n_samples - 1})")
         parts = np.zeros(n_samples)
         parts[ids] = block.X @ message.w
-        return msg.PredictShares(self.masker.mask(parts, self.id, message.participants,
-                                                  message.tag), ids)
+        every = (np.arange(ids.size), np.arange(self.feature_ids.size))
+        return msg.PredictShares(
+            self.masker.mask(parts, self.id, message.participants, message.tag), ids,
+            entry_tags(self.masker, block.X, ids, self.feature_ids, *every,
+                       purpose=f"prediction entries|{message.tag}"))
 
     # --- set-up -------------------------------------------------------------------------
 
     def setup_request(self, message):
         """Check its labels, then send Enc(||x_i^k||^2) for its samples that others hold
-        too (q_i of a sample it holds alone is its own ||x_i^k||^2)."""
+        too (q_i of a sample it holds alone is its own ||x_i^k||^2), with the keyed tags
+        of their labels and of its entries where other rectangles overlap its own
+        (``hyfdca._holdings``)."""
         check_classification_labels(self.y, self.settings.loss)
         self._counts = np.asarray(message.holder_counts, dtype=np.int64)
         self._n_clients = int(message.n_clients)
@@ -265,7 +275,17 @@ class Client:
         except OverflowError:  # q_i >= ||x_i^k||^2: the range check names the problem
             self._check_range(float(np.max(self.partial[shared])))
             raise
-        return msg.SharedNormParts(shared, parts)
+        empty = np.zeros(0, dtype=np.int64)
+        rows, columns = (empty if a is None else np.asarray(a, dtype=np.int64)
+                         for a in (message.overlap_rows, message.overlap_columns))
+        for name, positions, size in (("rows", rows, self.n_local),
+                                      ("columns", columns, self.feature_ids.size)):
+            if positions.size and (positions.min() < 0 or positions.max() >= size):
+                raise ValueError(f"client {self.id}: the set-up's overlap {name} are not "
+                                 f"positions of its block (0 to {size - 1})")
+        return msg.SharedNormParts(
+            shared, parts, label_tags(self.masker, self.sample_ids[shared], self.y[shared]),
+            entry_tags(self.masker, self.X, self.sample_ids, self.feature_ids, rows, columns))
 
     def setup_norms(self, message):
         """q_i from the decrypted sums; rho, the update weights; the largest q_i and |y_i|
@@ -318,7 +338,8 @@ class Client:
         """The same party after a restart that lost its state: its block, keys, settings
         and draw stream, nothing else (it rejoins through the set-up exchange and
         :meth:`resync`)."""
-        block = SimpleNamespace(X=self.X, y=self.y, feature_ids=self.feature_ids)
+        block = SimpleNamespace(X=self.X, y=self.y, sample_ids=self.sample_ids,
+                                feature_ids=self.feature_ids)
         return Client(self.id, block, self.keys, self.masker, self.settings, self.stream)
 
     def _draw_units(self, units):

@@ -25,21 +25,31 @@ from crypto import EncryptedVector, vector_from_arrays, vector_to_arrays
 class SetupRequest:
     """Server -> client (set-up): |C_i| of its samples (public set-up information), the
     number of clients K, its ciphertext blocks: (blocks, slots) positions of its samples,
-    -1 for an empty slot (``hyfdca._packing``), and its draw units in the same form for
-    ``draw_block`` slots (None: one sample per unit; ``hyfdca._draws``)."""
+    -1 for an empty slot (``hyfdca._packing``), its draw units in the same form for
+    ``draw_block`` slots (None: one sample per unit; ``hyfdca._draws``), and the local
+    rows and columns of its rectangle that another client's overlaps
+    (``feddata.Layout.overlaps``; None: none)."""
 
     holder_counts: np.ndarray
     n_clients: int
     block_members: np.ndarray
     draw_units: np.ndarray | None = None
+    overlap_rows: np.ndarray | None = None
+    overlap_columns: np.ndarray | None = None
 
 
 @dataclass(frozen=True)
 class SharedNormParts:
-    """Client -> server (set-up): Enc(||x_i^k||^2) for its samples held by others too."""
+    """Client -> server (set-up): Enc(||x_i^k||^2) for its samples held by others too,
+    the keyed tags of (i, y_i) for the same samples, in their order, and the keyed tags
+    of (i, j) for its stored entries in the overlap rows and columns, sorted
+    (``hyfdca._holdings``: the server checks that the holders of a sample agree on its
+    label and that no entry is held twice, learning neither labels nor entries)."""
 
     positions: np.ndarray
     parts: EncryptedVector
+    label_tags: np.ndarray
+    entry_tags: np.ndarray
 
 
 @dataclass(frozen=True)
@@ -261,12 +271,14 @@ class PredictRequest:
 @dataclass(frozen=True)
 class PredictShares:
     """Client -> server: masked shares of its margin parts x_i^k . w over the new
-    samples (0 where it holds none of sample i), and the ids of the new samples it
-    holds (public, as its training ids: the server checks every new sample has a
-    holder)."""
+    samples (0 where it holds none of sample i), the ids of the new samples it holds
+    (public, as its training ids: the server checks every new sample has a holder), and
+    the keyed tags of its stored entries (i, j), sorted (``hyfdca._holdings``: the
+    server checks that no entry would be counted twice)."""
 
     shares: np.ndarray
     held: np.ndarray
+    entry_tags: np.ndarray
 
 
 MESSAGE_TYPES = {cls.__name__: cls for cls in (

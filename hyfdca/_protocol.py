@@ -45,6 +45,7 @@ from hyfdca._checkpoint import CheckpointError, pickled, unpickled
 from hyfdca._encoding_range import (LANE_BITS, check_encoding_range, check_slot_capacity,
                                     packing_options)
 from hyfdca._client import Client
+from hyfdca._holdings import entry_problems
 from hyfdca._round import (draws_all_samples, eligible_samples, margins_are_local, plan_round,
                            sampling_streams, step_bits)
 from hyfdca._server import Server
@@ -145,7 +146,9 @@ class HyFDCARun:
 
     def _setup(self):
         """The set-up exchange: each client checks its labels; each holder of a shared
-        sample sends Enc(||x_i^k||^2), the server adds them and returns Enc(q_i) to the
+        sample sends Enc(||x_i^k||^2) and the keyed tags with which the server checks
+        that the blocks fit together (``hyfdca._holdings``: holders agree on labels, no
+        entry is held twice); the server adds the parts and returns Enc(q_i) to the
         holders, who decrypt it (the server learns no q_i). The clients report their
         largest q_i and |y_i|, and the server checks the fixed-point range of the run
         (docs/reliability.md section 2). Returns max q_i (for the certificate's rounding
@@ -156,6 +159,7 @@ class HyFDCARun:
             server.start_setup()
             self._exchange("set-up: shared row norms", everyone, server.setup_message,
                            server.receive_norm_parts)
+            server.check_holdings()
             self._exchange("set-up: row norms", everyone, server.norms_message,
                            done.__setitem__)
         max_q = max((d.max_sq_norm for d in done.values()), default=0.0)
@@ -279,8 +283,9 @@ class HyFDCARun:
 
     def rejoin(self, k):
         """Client k, back after losing its state, rejoins between rounds: the set-up
-        exchange for it alone (its labels, Enc(q_i) of its shared samples from the
-        server's Enc(q)), then the whole dual sync, and its v_k at the synced alpha
+        exchange for it alone (its labels; its holding tags, which must be those it sent
+        at set-up, else HoldingsError; Enc(q_i) of its shared samples from the server's
+        Enc(q)), then the whole dual sync, and its v_k at the synced alpha
         replaces its old v_k in w (``Server.receive_resync``; nothing changes if a reply
         is lost: the client stays away until the transport reports it back again).
         Returns whether it went through; its traffic and encryption counts are appended
@@ -290,7 +295,7 @@ class HyFDCARun:
         try:
             with self._apart_from_rounds("_last_rejoin"):
                 self._exchange("set-up: shared row norms", only, server.setup_message,
-                               lambda k, reply: None)
+                               server.check_rejoin)
                 self._exchange("set-up: row norms", only, server.norms_message,
                                lambda k, reply: None)
                 self._exchange("rejoin: dual sync + primal contribution", only,
@@ -432,6 +437,8 @@ class HyFDCARun:
         split across the clients like the training data, with the model ``w`` (default
         ``run.model``): each client sends masked shares of x_i^k . w_k for the new samples
         it holds, and the server reveals only their sum, the margins (returned too).
+        PredictionError where a new sample has no holder or an entry two (the server
+        sees ids and keyed entry tags, ``hyfdca._holdings``).
         In process, ``blocks[k]`` is client k's block of new samples; remote clients load
         their own."""
         if w is None:
@@ -444,7 +451,7 @@ class HyFDCARun:
                 client.hold_for_prediction(block)
         everyone = np.arange(self.layout.n_clients)
         tag = self._sum_tag("prediction")
-        shares, held = {}, np.zeros(int(n_samples), dtype=bool)
+        shares, tags, held = {}, {}, np.zeros(int(n_samples), dtype=bool)
 
         def receive(k, reply):
             ids = np.asarray(reply.held)
@@ -452,7 +459,11 @@ class HyFDCARun:
                                                              or ids.max() >= held.size)):
                 raise PredictionError(f"client {k} reports new-sample ids outside 0 to "
                                       f"{held.size - 1} (or not whole numbers)")
-            shares[k] = reply.shares
+            entries = np.asarray(reply.entry_tags)
+            if entries.dtype != np.uint64 or entries.ndim != 2 or entries.shape[1] != 2:
+                raise PredictionError(f"client {k}: entry tags must be (n, 2) uint64, got "
+                                      f"{entries.dtype} of shape {entries.shape}")
+            shares[k], tags[k] = reply.shares, entries
             held[ids] = True
 
         with self._apart_from_rounds("prediction_traffic"):
@@ -468,6 +479,12 @@ class HyFDCARun:
                 f"new samples [{shown}] ({missing.size} of {int(n_samples)}) are "
                 f"held by no party (their prediction blocks, or predict-files, leave them "
                 f"out): their margins would read 0")
+        twice = entry_problems([tags[k] for k in sorted(tags)],
+                               what="entries (new sample, feature)")
+        if twice:
+            raise PredictionError(f"{twice[0]}: their parts of the margin would be added "
+                                  f"twice (a predict-file with another party's features of "
+                                  f"a sample?)")
         margins = masked_total(shares.items(), everyone, self.frac_bits,
                                tag=f"prediction sums, {tag}")
         return sign_labels(margins), margins

@@ -16,6 +16,7 @@ import numpy as np
 
 from hyfdca import _messages as msg
 from hyfdca._certificate import choose_dual_point, choose_triangle_point, kept_iterates
+from hyfdca._holdings import HoldingsError, check_holdings, check_reply, holdings_digest
 from hyfdca._packing import BlockLayout, draw_units
 from hyfdca._round import (choose_step, conjugate_gain, initial_kappa, moves_prox_centre,
                            new_step_record, next_prox_centre, participants_are_synced,
@@ -26,7 +27,7 @@ class Server:
     # set at construction from the data and settings; everything else is the run's state
     FIXED = frozenset(("settings", "evaluator", "n_samples", "n_features", "sample_ids",
                        "feature_ids", "holder_counts", "frac_bits", "step_bits",
-                       "alpha_scale", "blocks", "draw_units"))
+                       "alpha_scale", "blocks", "draw_units", "overlaps"))
 
     def __init__(self, layout, evaluator, settings, frac_bits):
         self.settings = settings
@@ -41,6 +42,10 @@ class Server:
         self.blocks = BlockLayout(self.sample_ids, self.n_samples, evaluator.slots)
         self.draw_units = draw_units(self.sample_ids, self.n_samples, settings.draw_block,
                                      self.blocks)
+        self.overlaps = layout.overlaps()
+        # SHA-256 of each client's holding tags from the set-up, against which a client
+        # that rejoins is checked (hyfdca._holdings)
+        self.holding_digests = {}
         self.w = np.zeros(self.n_features)
         self.contribution = [np.zeros(J.size) for J in self.feature_ids]  # v_k in w
         self.client_step = np.ones(len(self.sample_ids))  # g of each client's last round
@@ -91,7 +96,8 @@ class Server:
     def setup_message(self, k):
         return msg.SetupRequest(self.holder_counts[self.sample_ids[k]], len(self.sample_ids),
                                 self.blocks.members[k],
-                                None if self.draw_units is None else self.draw_units[k])
+                                None if self.draw_units is None else self.draw_units[k],
+                                *self.overlaps[k])
 
     def _take(self, vector, k, positions):
         """The ciphertexts of a vector of blocks that hold client k's ``positions``."""
@@ -100,12 +106,35 @@ class Server:
     def start_setup(self):
         self.enc_norms = self.evaluator.zeros(self.blocks.n_blocks, self.frac_bits)
         self.norm_positions = {}
+        self._holding_tags = {}
 
     def receive_norm_parts(self, k, reply):
-        """Add client k's Enc(||x_i^k||^2) of its shared samples into Enc(q)."""
+        """Add client k's Enc(||x_i^k||^2) of its shared samples into Enc(q); keep its
+        holding tags for :meth:`check_holdings`."""
+        check_reply(k, len(reply.positions), reply.label_tags, reply.entry_tags)
         self.evaluator.add_at(self.enc_norms, self.blocks.global_blocks(k, reply.positions),
                               reply.parts)
         self.norm_positions[k] = reply.positions
+        self._holding_tags[k] = (reply.label_tags, reply.entry_tags)
+
+    def check_holdings(self):
+        """HoldingsError where the set-up's tags show holders that disagree on a label
+        or an entry held twice (``hyfdca._holdings``); then keep only their digests."""
+        tags = self._holding_tags
+        check_holdings([self.sample_ids[k][self.norm_positions[k]] for k in sorted(tags)],
+                       [tags[k][0] for k in sorted(tags)], [tags[k][1] for k in sorted(tags)])
+        self.holding_digests = {k: holdings_digest(*tags[k]) for k in tags}
+        del self._holding_tags
+
+    def check_rejoin(self, k, reply):
+        """HoldingsError unless client k, rejoining, sends the holding tags it sent at
+        set-up: a party restarted with another file would solve another problem."""
+        check_reply(k, len(reply.positions), reply.label_tags, reply.entry_tags)
+        kept = self.holding_digests.get(k)
+        if kept is not None and holdings_digest(reply.label_tags, reply.entry_tags) != kept:
+            raise HoldingsError(f"client {k} rejoins with other data than it set up with "
+                                f"(the labels of its shared samples, or its entries where "
+                                f"other clients' rectangles overlap its own, differ)")
 
     def norms_message(self, k):
         positions = self.norm_positions[k]
@@ -125,6 +154,8 @@ class Server:
             self.point_line = 1.0
         if "point_mean" not in state:  # from before the running mean
             self.point_mean = None
+        if "holding_digests" not in state:  # from before the holding tags: not checked
+            self.holding_digests = {}
 
     # --- dual sync ---------------------------------------------------------------------
 

@@ -595,3 +595,26 @@ def test_a_loss_outside_the_rounds_is_listed_under_the_round_last_run():
     transport.start_round(3)
     transport.start_round()          # a certificate after round 3
     assert transport.round == 3
+
+
+def test_party_files_that_disagree_on_a_label_stop_the_job_at_set_up(job):
+    """Parties whose files disagree on a shared sample's label (each file fine alone):
+    the server, which sees ids only, names the sample from the keyed label tags, and the
+    job stops at set-up without a model (hyfdca._holdings)."""
+    from feddata.federated import ClientBlock, FederatedDataset
+    from hyfdca._holdings import HoldingsError
+
+    fed, settings, folder, client_keys, server_keys = job
+    blocks = list(fed.blocks)
+    flip = blocks[3]
+    y = flip.y.copy()
+    y[4] *= -1
+    blocks[3] = ClientBlock(flip.sample_ids, flip.feature_ids, flip.X, y)
+    mismatched = FederatedDataset.__new__(FederatedDataset)   # as files: not validated
+    mismatched.blocks, mismatched.n_samples, mismatched.n_features = \
+        blocks, fed.n_samples, fed.n_features
+    with pytest.raises(HoldingsError, match=rf"holders disagree on the label of samples "
+                                            rf"\[{int(flip.sample_ids[4])}\]"):
+        flower.simulate(mismatched, settings, folder / "mislabelled", seed=3,
+                        client_keys=client_keys, server_keys=server_keys, max_rounds=2)
+    assert not (folder / "mislabelled" / "output" / "model.npy").exists()

@@ -652,11 +652,25 @@ def test_a_prediction_block_unlike_the_training_block_is_refused(cancer):
 
     def lying(message):
         reply = honest(message)
-        return type(reply)(reply.shares, np.array([-1]))
+        return type(reply)(reply.shares, np.array([-1]), reply.entry_tags)
     run.clients[1].predict_shares = lying
     with pytest.raises(PredictionError, match=r"client 1 reports new-sample ids outside 0"):
         run.predict(new.n_samples, blocks=new.blocks)
     del run.clients[1].predict_shares
+    # every party given every new sample in its own features (a grid's two sample groups
+    # both holding them): each margin part would be added twice; the server sees it in
+    # the keyed entry tags (hyfdca._holdings) and names the pairs of parties
+    whole = P.vertical(X[300:], y[300:], 2)
+    everything = [ClientBlock(whole.blocks[k % 2].sample_ids, b.feature_ids,
+                              whole.blocks[k % 2].X, whole.blocks[k % 2].y)
+                  for k, b in enumerate(new.blocks)]
+    assert all(np.array_equal(e.feature_ids, b.feature_ids)
+               for e, b in zip(everything, new.blocks))
+    doubled = [whole.blocks[0].X.nnz, whole.blocks[1].X.nnz]
+    with pytest.raises(PredictionError, match=rf"{sum(doubled)} entries \(new sample, "
+                                              rf"feature\) are held twice \(clients 0 and 2: "
+                                              rf"{doubled[0]}; clients 1 and 3: {doubled[1]}\)"):
+        run.predict(new.n_samples, blocks=everything)
     labels, margins = run.predict(new.n_samples, blocks=new.blocks)   # the right blocks
     np.testing.assert_allclose(margins, new.reassemble()[0] @ run.model, atol=1e-8)
 
