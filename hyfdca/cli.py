@@ -283,6 +283,12 @@ def cmd_experiment(args):
               f"{args.output}/comparisons; {resumable}",
               file=sys.stderr)
         return 143 if terminated else 130
+    if total == 0:   # every data set skipped: nothing ran, nothing was compared
+        print(f"hyfdca experiment: none of the data sets {sorted(config['datasets'])} is on "
+              f"this machine (see `hyfdca datasets`); nothing ran")
+        print("headline: hyfdca_wins_iter=not-run hyfdca_wins_time=not-run "
+              "defaults_wins_iter=not-run")
+        return 0
     print((Path(args.output) / "verdict.md").read_text())
     print(f"figures and tables in {args.output}/")
     print(f"headline: hyfdca_wins_iter={wins_iter}/{total} hyfdca_wins_time={wins_time}/{total}"

@@ -795,3 +795,17 @@ def test_the_cli_reports_only_what_it_can_read(tmp_path, capsys):
     assert printed.strip().splitlines()[-1] == headline
     assert "breast_cancer 2x2 f=0.5: run by source digest " in printed
     assert "(this checkout:" not in printed
+
+
+def test_an_experiment_whose_data_sets_are_all_missing_says_it_did_not_run(
+        tmp_path, monkeypatch, capsys):
+    """Every data set skipped (not on this machine): a not-run headline, not 0/0 wins."""
+    import hyfdca.experiments._suite as suite
+
+    monkeypatch.setattr(suite.datasets, "locate_dataset", lambda name: None)
+    assert main(["experiment", "--datasets", "a9a", "--backend", "plain", "--deterministic",
+                 "--output", str(tmp_path / "out")]) == 0
+    out = capsys.readouterr().out
+    assert "none of the data sets ['a9a'] is on this machine" in out
+    assert out.rstrip().endswith("headline: hyfdca_wins_iter=not-run hyfdca_wins_time=not-run "
+                                 "defaults_wins_iter=not-run")
