@@ -189,8 +189,8 @@ class BFVEvaluator(_Contexts, Evaluator):
             elif k == 0:
                 out.append(None)  # Enc(0): a product with 0 carries nothing
             else:
-                out.append(BFVCiphertext([v * _centred(k, t) for v, t in
-                                          zip(a.vectors(ctx), self.primes)], ctx))
+                out.append(BFVCiphertext([_times(v, _centred(k, t), c) for v, t, c in
+                                          zip(a.vectors(ctx), self.primes, ctx)], ctx))
         return _object_array(out)
 
     def nbytes(self, vector):
@@ -200,6 +200,15 @@ class BFVEvaluator(_Contexts, Evaluator):
         if live and self.nbytes_per_value is None:
             self.nbytes_per_value = sum(len(b) for b in live[0].blobs())
         return len(live) * (self.nbytes_per_value or 0) + 8 * (len(vector.payload) - len(live))
+
+
+def _times(vector, c, context):
+    """Enc(c x) of one prime's ciphertext, c a residue: where m is a multiple of the prime
+    (c = 0), a fresh encryption of zeros under the public key (SEAL refuses the product
+    with 0, a "transparent" ciphertext that would show its plaintext)."""
+    if c:
+        return vector * c
+    return _tenseal().bfv_vector(context, [0] * vector.size())
 
 
 def _centred(k, t):

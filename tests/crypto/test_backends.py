@@ -457,6 +457,17 @@ def test_bfv_noise_leaves_a_margin_beyond_the_capacity():
         ev.multiply(ev.multiply(x, 2**40, 0), 2**40, 0)  # 2^62 x 2^80 > 2^113
 
 
+def test_bfv_multiplies_by_a_multiple_of_a_plaintext_prime():
+    """m = 0 modulo one plaintext prime: SEAL refuses that prime's product with 0 (a
+    "transparent" ciphertext); the residue is then a fresh encryption of zeros, and the
+    product decrypts exactly."""
+    keys, ev = make_backend("bfv", frac_bits=16)
+    x = keys.encrypt(np.array([1.0, -2.0, 0.5]), range_bits=20)
+    for m in (ev.primes[0], -2 * ev.primes[1]):
+        np.testing.assert_array_equal(keys.decrypt(ev.multiply(x, m, 0)),
+                                      np.array([1.0, -2.0, 0.5]) * m)
+
+
 def test_bfv_decryption_refuses_another_keys_ciphertexts():
     keys, ev = make_backend("bfv")
     other, _ = make_backend("bfv")
