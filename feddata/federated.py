@@ -146,20 +146,42 @@ def _incidence(ids, size):
 
 def _overlapping_pairs(samples, features):
     """The symmetric (K, K) 0/1 matrix of the pairs of distinct clients that share a
-    sample and a feature: the pairs sharing ids on the sparser axis first (sum of squared
-    holder counts: no pairs at all for a horizontal split's samples), then those among
-    them that share an id on the other axis."""
-    first, second = sorted((samples, features),
-                           key=lambda m: float(np.sum(np.diff(m.tocsr().indptr) ** 2.0)))
+    sample and a feature. The pairs sharing an id on the sparser axis come first (work:
+    the sum of squared holder counts; a horizontal split's samples give none); those
+    among them that share an id on the other axis are then found by whichever costs less
+    work: that axis's product, or the pairs' id lists side by side (in chunks of bounded
+    memory)."""
+    first, second = sorted((samples, features), key=_product_work)
     pairs = (first.T @ first).tocoo()
     upper = pairs.row < pairs.col
     k, l = pairs.row[upper], pairs.col[upper]
     by_client = second.T.tocsr()
-    share = np.asarray(by_client[k].multiply(by_client[l]).sum(axis=1)).ravel() > 0
+    sizes = np.diff(by_client.indptr).astype(np.float64)
+    if k.size == 0:
+        share = np.zeros(0, dtype=bool)
+    elif _product_work(second) <= float(np.sum(sizes[k] + sizes[l])):
+        share = np.asarray(((second.T @ second) > 0)[k, l]).ravel()
+    else:
+        share = np.concatenate([
+            np.asarray(by_client[k[c]].multiply(by_client[l[c]]).sum(axis=1)).ravel() > 0
+            for c in _chunks(sizes[k] + sizes[l], budget=1 << 22)])
     k, l, K = k[share], l[share], samples.shape[1]
     ones = np.ones(2 * k.size, dtype=np.int64)
     return sp.csc_matrix((ones, (np.concatenate([k, l]), np.concatenate([l, k]))),
                          shape=(K, K))
+
+
+def _product_work(incidence):
+    """The work of incidence^T incidence: the sum over ids of (holders)^2."""
+    return float(np.sum(np.diff(incidence.tocsr().indptr).astype(np.float64) ** 2))
+
+
+def _chunks(costs, budget):
+    """Consecutive index slices whose summed cost stays near ``budget``."""
+    ends = np.searchsorted(np.cumsum(costs), np.arange(budget, costs.sum() + budget, budget))
+    starts = np.concatenate([[0], ends[:-1]])
+    return [slice(a, b) for a, b in zip(starts, np.minimum(ends, costs.size)) if b > a] \
+        or [slice(0, costs.size)]
 
 
 def _ids(values):
@@ -284,8 +306,11 @@ class FederatedDataset:
                 f"keeps an entry)"]
 
     def _global_keys(self, block):
+        """i d + j of the block's non-zero entries (a stored 0 holds nothing)."""
         coo = block.X.tocoo()
-        return (block.sample_ids[coo.row] * self.n_features + block.feature_ids[coo.col])
+        held = coo.data != 0
+        return (block.sample_ids[coo.row[held]] * self.n_features
+                + block.feature_ids[coo.col[held]])
 
     def _label_problems(self):
         labels = np.full(self.n_samples, np.nan)

@@ -13,7 +13,7 @@ from hyfdca._draws import draw_positions, sample_units
 from hyfdca._packing import ClientBlocks
 from hyfdca._primal_change import rows_change
 from hyfdca._encoding_range import check_encoding_range
-from hyfdca._holdings import entry_tags, label_tags
+from hyfdca._holdings import block_tag, entry_tags, label_tags
 from hyfdca._round import (aggregation_weights, correction_factors, dual_update_range_bits,
                            initial_kappa, line_search_shares, local_dual_method, step_bits)
 from solvers import check_classification_labels
@@ -248,16 +248,16 @@ class Client:
         every = (np.arange(ids.size), np.arange(self.feature_ids.size))
         return msg.PredictShares(
             self.masker.mask(parts, self.id, message.participants, message.tag), ids,
-            entry_tags(self.masker, block.X, ids, self.feature_ids, *every,
-                       purpose=f"prediction entries|{message.tag}"))
+            entry_tags(self.masker, f"prediction entries|{message.tag}", block.X, ids,
+                       self.feature_ids, *every))
 
     # --- set-up -------------------------------------------------------------------------
 
     def setup_request(self, message):
         """Check its labels, then send Enc(||x_i^k||^2) for its samples that others hold
         too (q_i of a sample it holds alone is its own ||x_i^k||^2), with the keyed tags
-        of their labels and of its entries where other rectangles overlap its own
-        (``hyfdca._holdings``)."""
+        of their labels, of its entries where other rectangles overlap its own and of its
+        block (``hyfdca._holdings``)."""
         check_classification_labels(self.y, self.settings.loss)
         self._counts = np.asarray(message.holder_counts, dtype=np.int64)
         self._n_clients = int(message.n_clients)
@@ -283,9 +283,13 @@ class Client:
             if positions.size and (positions.min() < 0 or positions.max() >= size):
                 raise ValueError(f"client {self.id}: the set-up's overlap {name} are not "
                                  f"positions of its block (0 to {size - 1})")
+        nonce = message.holding_nonce
         return msg.SharedNormParts(
-            shared, parts, label_tags(self.masker, self.sample_ids[shared], self.y[shared]),
-            entry_tags(self.masker, self.X, self.sample_ids, self.feature_ids, rows, columns))
+            shared, parts,
+            label_tags(self.masker, nonce, self.sample_ids[shared], self.y[shared]),
+            entry_tags(self.masker, f"entries|{nonce}", self.X, self.sample_ids,
+                       self.feature_ids, rows, columns),
+            block_tag(self.masker, nonce, self.sample_ids, self.feature_ids, self.X, self.y))
 
     def setup_norms(self, message):
         """q_i from the decrypted sums; rho, the update weights; the largest q_i and |y_i|

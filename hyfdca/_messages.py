@@ -26,9 +26,10 @@ class SetupRequest:
     """Server -> client (set-up): |C_i| of its samples (public set-up information), the
     number of clients K, its ciphertext blocks: (blocks, slots) positions of its samples,
     -1 for an empty slot (``hyfdca._packing``), its draw units in the same form for
-    ``draw_block`` slots (None: one sample per unit; ``hyfdca._draws``), and the local
-    rows and columns of its rectangle that another client's overlaps
-    (``feddata.Layout.overlaps``; None: none)."""
+    ``draw_block`` slots (None: one sample per unit; ``hyfdca._draws``), the local rows
+    and columns of its rectangle that another client's overlaps
+    (``feddata.Layout.overlaps``; None: none), and the run's nonce that keys its holding
+    tags (``hyfdca._holdings``)."""
 
     holder_counts: np.ndarray
     n_clients: int
@@ -36,20 +37,23 @@ class SetupRequest:
     draw_units: np.ndarray | None = None
     overlap_rows: np.ndarray | None = None
     overlap_columns: np.ndarray | None = None
+    holding_nonce: str = ""
 
 
 @dataclass(frozen=True)
 class SharedNormParts:
     """Client -> server (set-up): Enc(||x_i^k||^2) for its samples held by others too,
-    the keyed tags of (i, y_i) for the same samples, in their order, and the keyed tags
-    of (i, j) for its stored entries in the overlap rows and columns, sorted
+    the keyed tags of (i, y_i) for the same samples, in their order, of (i, j) for its
+    non-zero entries in the overlap rows and columns, sorted, and of its whole block
     (``hyfdca._holdings``: the server checks that the holders of a sample agree on its
-    label and that no entry is held twice, learning neither labels nor entries)."""
+    label, that no entry is held twice and that a client rejoins with the block it set
+    up with, learning neither labels nor entries)."""
 
     positions: np.ndarray
     parts: EncryptedVector
     label_tags: np.ndarray
     entry_tags: np.ndarray
+    block_tag: np.ndarray
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,8 @@ ciphertexts. The certified point w_c (plaintext, as w). It holds an Evaluator, n
 private key, and no data or labels.
 """
 
+import secrets
+
 import numpy as np
 
 from hyfdca import _messages as msg
@@ -43,8 +45,10 @@ class Server:
         self.draw_units = draw_units(self.sample_ids, self.n_samples, settings.draw_block,
                                      self.blocks)
         self.overlaps = layout.overlaps()
-        # SHA-256 of each client's holding tags from the set-up, against which a client
-        # that rejoins is checked (hyfdca._holdings)
+        # the nonce that keys this run's holding tags and the SHA-256 of each client's
+        # tags from the set-up, against which a client that rejoins is checked
+        # (hyfdca._holdings; a checkpoint keeps both)
+        self.holding_nonce = secrets.token_hex(16)
         self.holding_digests = {}
         self.w = np.zeros(self.n_features)
         self.contribution = [np.zeros(J.size) for J in self.feature_ids]  # v_k in w
@@ -97,7 +101,7 @@ class Server:
         return msg.SetupRequest(self.holder_counts[self.sample_ids[k]], len(self.sample_ids),
                                 self.blocks.members[k],
                                 None if self.draw_units is None else self.draw_units[k],
-                                *self.overlaps[k])
+                                *self.overlaps[k], self.holding_nonce)
 
     def _take(self, vector, k, positions):
         """The ciphertexts of a vector of blocks that hold client k's ``positions``."""
@@ -111,30 +115,33 @@ class Server:
     def receive_norm_parts(self, k, reply):
         """Add client k's Enc(||x_i^k||^2) of its shared samples into Enc(q); keep its
         holding tags for :meth:`check_holdings`."""
-        check_reply(k, len(reply.positions), reply.label_tags, reply.entry_tags)
+        check_reply(k, len(reply.positions), reply.label_tags, reply.entry_tags,
+                    reply.block_tag)
         self.evaluator.add_at(self.enc_norms, self.blocks.global_blocks(k, reply.positions),
                               reply.parts)
         self.norm_positions[k] = reply.positions
-        self._holding_tags[k] = (reply.label_tags, reply.entry_tags)
+        self._holding_tags[k] = (reply.label_tags, reply.entry_tags, reply.block_tag)
 
     def check_holdings(self):
         """HoldingsError where the set-up's tags show holders that disagree on a label
         or an entry held twice (``hyfdca._holdings``); then keep only their digests."""
         tags = self._holding_tags
-        check_holdings([self.sample_ids[k][self.norm_positions[k]] for k in sorted(tags)],
+        check_holdings(self.n_samples,
+                       [self.sample_ids[k][self.norm_positions[k]] for k in sorted(tags)],
                        [tags[k][0] for k in sorted(tags)], [tags[k][1] for k in sorted(tags)])
         self.holding_digests = {k: holdings_digest(*tags[k]) for k in tags}
         del self._holding_tags
 
     def check_rejoin(self, k, reply):
         """HoldingsError unless client k, rejoining, sends the holding tags it sent at
-        set-up: a party restarted with another file would solve another problem."""
-        check_reply(k, len(reply.positions), reply.label_tags, reply.entry_tags)
-        kept = self.holding_digests.get(k)
-        if kept is not None and holdings_digest(reply.label_tags, reply.entry_tags) != kept:
-            raise HoldingsError(f"client {k} rejoins with other data than it set up with "
-                                f"(the labels of its shared samples, or its entries where "
-                                f"other clients' rectangles overlap its own, differ)")
+        set-up (its block's tag among them): a party restarted with another file would
+        solve another problem."""
+        check_reply(k, len(reply.positions), reply.label_tags, reply.entry_tags,
+                    reply.block_tag)
+        digest = holdings_digest(reply.label_tags, reply.entry_tags, reply.block_tag)
+        if digest != self.holding_digests[k]:
+            raise HoldingsError(f"client {k} rejoins with another block than it set up "
+                                f"with (ids, entries or labels differ)")
 
     def norms_message(self, k):
         positions = self.norm_positions[k]
@@ -154,8 +161,6 @@ class Server:
             self.point_line = 1.0
         if "point_mean" not in state:  # from before the running mean
             self.point_mean = None
-        if "holding_digests" not in state:  # from before the holding tags: not checked
-            self.holding_digests = {}
 
     # --- dual sync ---------------------------------------------------------------------
 

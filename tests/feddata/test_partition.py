@@ -176,6 +176,19 @@ def test_federated_dataset_lists_problems(spec, message):
     assert message in str(err.value)
 
 
+def test_a_stored_zero_in_another_clients_entry_holds_nothing():
+    """A LIBSVM file may write j:0: a stored 0 where another client holds the entry is
+    no entry held twice (the deployed server's tags skip it too: hyfdca._holdings)."""
+    X = sp.csr_matrix(np.arange(1.0, 10.0).reshape(3, 3))
+    y = np.array([1.0, -1, 1])
+    whole, corner = _blocks(X, y, [([0, 1, 2], [0, 1, 2]), ([0], [0])])
+    stored_zero = sp.csr_matrix((np.array([0.0]), np.array([0]), np.array([0, 1])),
+                                shape=(1, 1))
+    assert stored_zero.nnz == 1
+    FederatedDataset([whole, ClientBlock(corner.sample_ids, corner.feature_ids, stored_zero,
+                                         corner.y)], 3, 3)
+
+
 def test_out_of_range_ids_and_shape_mismatch_are_listed():
     block = ClientBlock(np.array([0, 5]), np.array([0, 1]), sp.csr_matrix((3, 2)),
                         np.zeros(2))

@@ -63,9 +63,21 @@ def test_an_entry_held_twice_is_refused_naming_the_clients(cancer):
     doubled[9, 0] = X[9, 10]
     blocks = [fed.blocks[0], ClientBlock(one.sample_ids, one.feature_ids, doubled.tocsr(),
                                          one.y)]
-    with pytest.raises(HoldingsError, match=r"2 entries \(sample, feature\) are held twice "
-                                            r"\(clients 0 and 1: 2\)"):
+    with pytest.raises(HoldingsError, match=r"2 entries \(sample, feature\) are held more "
+                                            r"than once \(clients 0, 1: 2\)"):
         start(unchecked(blocks, fed.n_samples, fed.n_features))
+    # a stored 0 holds nothing (a LIBSVM party file may write j:0): not refused
+    stored = sp.csr_matrix((np.append(one.X.data, 0.0), np.append(one.X.indices, 2),
+                            one.X.indptr + (np.arange(one.X.shape[0] + 1) > 5)),
+                           shape=one.X.shape)
+    assert stored.nnz == one.X.nnz + 1 and stored[5, 2] == 0
+    start(unchecked([fed.blocks[0], ClientBlock(one.sample_ids, one.feature_ids, stored,
+                                                one.y)], fed.n_samples, fed.n_features))
+    # an entry of three holders is one entry, named with its three holders
+    third = ClientBlock(np.array([5]), np.array([12]), sp.csr_matrix([[X[5, 12]]]), y[[5]])
+    with pytest.raises(HoldingsError, match=r"2 entries \(sample, feature\) are held more "
+                                            r"than once \(clients 0, 1: 1; clients 0, 1, 2: 1\)"):
+        start(unchecked([*blocks, third], fed.n_samples, fed.n_features))
 
 
 def test_the_server_receives_tags_that_show_no_label_and_no_entry(cancer):
@@ -100,8 +112,37 @@ def test_a_party_that_rejoins_with_other_data_is_refused(cancer):
     other.y = other.y.copy()
     other.y[0] *= -1
     run.clients[1] = other
-    with pytest.raises(HoldingsError, match=r"client 1 rejoins with other data"):
+    with pytest.raises(HoldingsError, match=r"client 1 rejoins with another block"):
         run.rejoin(1)
+
+
+def test_a_party_that_rejoins_with_other_values_is_refused_on_a_horizontal_split(cancer):
+    """No sample is shared and no rectangle overlaps: the block's own tag is what
+    changes."""
+    X, y = cancer
+    run = start(P.horizontal(X[:120], y[:120], 3))
+    run.step()
+    other = run.clients[2].restarted()
+    other.X = other.X * 7.0
+    run.clients[2] = other
+    with pytest.raises(HoldingsError, match=r"client 2 rejoins with another block"):
+        run.rejoin(2)
+
+
+def test_the_tags_of_two_runs_under_the_same_keys_cannot_be_compared(cancer):
+    """Each run keys its holding tags with its own nonce: the same labels give other
+    tags in the next run, so a series of runs (one-vs-rest) shows the server nothing."""
+    from crypto import DealtKeys
+
+    X, y = cancer
+    fed = P.hybrid_grid(X[:60], y[:60], 2, 2)
+    first = start(fed, record=True)
+    keys = DealtKeys(first.clients[0].keys, first.server.evaluator, first.clients[0].masker)
+    second = start(fed, record=True, dealt=keys)
+    tags = [[r.label_tags for phase, k, r in run.transport.server_inbox
+             if phase == "set-up: shared row norms"] for run in (first, second)]
+    for a, b in zip(*tags):
+        assert a.size == b.size > 0 and not np.isin(a, b).any()
 
 
 @pytest.mark.parametrize("make", [

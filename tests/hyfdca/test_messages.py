@@ -29,9 +29,10 @@ def _examples(keys):
     return [
         msg.SetupRequest(np.array([1, 2, 3, 1]), 9, np.array([[0, 2], [1, 3], [4, -1]])),
         msg.SetupRequest(np.array([2, 2]), 3, np.array([[0, 1]]), None, np.array([1]),
-                         np.array([0, 4])),
+                         np.array([0, 4]), "9f86d081884c7d65"),
         msg.SharedNormParts(pos, enc, rng.integers(0, 2**63, 5, dtype=np.uint64),
-                            rng.integers(0, 2**63, (3, 2), dtype=np.uint64)),
+                            rng.integers(0, 2**63, (3, 2), dtype=np.uint64),
+                            rng.integers(0, 2**63, 2, dtype=np.uint64)),
         msg.SharedNorms(pos, enc),
         msg.SetupDone(12.5, 1.0),
         msg.PredictRequest(w, 7, np.arange(4), "prediction-3"),
