@@ -79,10 +79,15 @@ def reference_optimum(X, y, *, loss="hinge", lam=1e-4, tol=1e-10, max_iter=1_000
     # imported on use, not with the module (docs/architecture.md)
     from sklearn.exceptions import ConvergenceWarning
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ConvergenceWarning)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ConvergenceWarning)
         W = np.column_stack([_fit_one(X, Y[:, c], loss, lam, tol, max_iter)
                              for c in range(Y.shape[1])])
+    if any(issubclass(w.category, ConvergenceWarning) for w in caught):
+        warnings.warn(f"the reference optimum did not converge (scikit-learn stopped at "
+                      f"max_iter={max_iter}, tol={tol:g}): P* may lie above the optimum, and "
+                      f"relative losses measured against it read too low; raise max_iter",
+                      ConvergenceWarning, stacklevel=2)
     W = np.ascontiguousarray(W)
     primal, _ = objectives(X, Y, W, np.zeros_like(Y), loss=loss, lam=lam)
     return float(primal.sum()), (W[:, 0] if W.shape[1] == 1 else W)
@@ -121,12 +126,13 @@ def default_cache_dir():
 
 
 def problem_digest(X, y, loss, lam, smoothing):
-    """SHA-256 (hex) of the pooled problem: X's CSR arrays and shape, y, loss, lam and
+    """SHA-256 (hex) of the pooled problem: X's CSR arrays and shape, the targets as the
+    solvers read them (``encode_targets``: any two class labels, as +-1), loss, lam and
     smoothing."""
     X = as_csr(X)
     digest = hashlib.sha256(repr((X.shape, str(X.dtype), loss, float(lam),
                                   float(smoothing))).encode())
-    for array in (X.data, X.indices, X.indptr, np.asarray(y, dtype=np.float64)):
+    for array in (X.data, X.indices, X.indptr, encode_targets(y, loss)[0]):
         digest.update(np.ascontiguousarray(array).tobytes())
     return digest.hexdigest()
 

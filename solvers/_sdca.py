@@ -26,7 +26,8 @@ from solvers.kernels import (
     row_sq_norms,
     sdca_pass,
 )
-from solvers._validation import as_csr, check_labels, check_positive
+from solvers._validation import (as_csr, check_classification_labels, check_finite,
+                                 check_labels, check_positive, is_whole)
 
 ORDERS = ("random", "permuted")
 
@@ -86,7 +87,10 @@ def objectives(X, Y, W, alpha, *, loss, lam, smoothing=1.0):
     The primal is evaluated at ``W``, the dual at ``alpha`` with w(alpha) taken to be
     ``W`` (callers keep the invariant W = X^T alpha / (lam N)).
     """
-    n = X.shape[0]
+    n, d = X.shape
+    if Y.shape[0] != n or alpha.shape != Y.shape or W.shape != (d, Y.shape[1]):
+        raise ValueError(f"objectives of X {X.shape}: Y {Y.shape}, alpha {alpha.shape} and W "
+                         f"{W.shape} must be (N, C), (N, C) and (d, C)")
     sums = objective_sums(X.data, X.indices, X.indptr, Y, alpha, W, loss_code(loss),
                           smoothing)
     reg = 0.5 * lam * np.einsum("jc,jc->c", W, W)
@@ -94,12 +98,41 @@ def objectives(X, Y, W, alpha, *, loss, lam, smoothing=1.0):
 
 
 def primal_objective(X, y, w, *, loss, lam, smoothing=1.0):
-    """P(w) for one problem with 1-D targets ``y`` (+-1 for classification)."""
+    """P(w) for one problem with 1-D targets ``y`` (+-1 for classification); not finite
+    for a w that is not (a diverged method's: ``baselines.run_baseline`` stops on it)."""
     X = as_csr(X)
-    Y = np.ascontiguousarray(np.asarray(y, dtype=np.float64).reshape(-1, 1))
-    W = np.ascontiguousarray(np.asarray(w, dtype=np.float64).reshape(-1, 1))
+    loss_code(loss)
+    y = check_labels(y, X.shape[0]).astype(np.float64)
+    check_classification_labels(y, loss)
+    w = np.asarray(w, dtype=np.float64)
+    if w.shape != (X.shape[1],):
+        raise ValueError(f"w has shape {w.shape}, X has {X.shape[1]} features")
+    lam = check_positive(lam, "lam")
+    smoothing = check_positive(smoothing, "smoothing")
+    Y = np.ascontiguousarray(y.reshape(-1, 1))
+    W = np.ascontiguousarray(w.reshape(-1, 1))
     zeros = np.zeros_like(Y)
     return float(objectives(X, Y, W, zeros, loss=loss, lam=lam, smoothing=smoothing)[0][0])
+
+
+def _starting_dual(dual_init, Y, loss):
+    """A copy of ``dual_init`` as alpha (the caller's array is never written), of shape
+    (N,) or (N, C), finite and inside the dual box of the loss."""
+    alpha = np.array(dual_init, dtype=np.float64, copy=True)
+    if alpha.shape not in (Y.shape, Y.shape[:1]) or (alpha.ndim == 1 and Y.shape[1] != 1):
+        raise ValueError(f"dual_init has shape {alpha.shape}; this problem's alpha has shape "
+                         f"{Y.shape if Y.shape[1] > 1 else Y.shape[:1]}")
+    check_finite(alpha, "dual_init")
+    alpha = np.ascontiguousarray(alpha.reshape(Y.shape))
+    if loss != "squared":
+        beta = alpha * Y   # the domain of the conjugate: beta in [0, 1] ([0, inf) for
+        upper = np.inf if loss == "squared_hinge" else 1.0   # the squared hinge)
+        outside = np.flatnonzero(((beta < 0) | (beta > upper)).any(axis=1))
+        if outside.size:
+            raise ValueError(f"dual_init lies outside the domain of loss {loss!r} at "
+                             f"{outside.size} sample(s) (first: {outside[0]}): alpha_i y_i "
+                             f"must be in [0, {upper:g}]")
+    return alpha
 
 
 def epoch_order(rng, n_samples, order):
@@ -239,8 +272,13 @@ def sdca(X, y, *, loss="hinge", lam=1e-4, tol=1e-6, max_epochs=200, order="permu
     sigma = check_positive(sigma, "sigma")
     if order not in ORDERS:
         raise ValueError(f"unknown order {order!r}; expected one of {ORDERS}")
-    if int(eval_every) < 1:
-        raise ValueError(f"eval_every must be >= 1, got {eval_every}")
+    if not is_whole(eval_every) or eval_every < 1:
+        raise ValueError(f"eval_every must be a whole number >= 1, got {eval_every!r}")
+    if not is_whole(max_epochs) or max_epochs < 0:
+        raise ValueError(f"max_epochs must be a whole number >= 0, got {max_epochs!r}")
+    if not isinstance(tol, (int, float, np.number)) or isinstance(tol, bool) \
+            or not np.isfinite(tol) or tol < 0:
+        raise ValueError(f"tol must be a finite number >= 0, got {tol!r}")
     if shrinking and loss != "hinge":
         raise ValueError(f"shrinking=True needs loss='hinge', got loss={loss!r}")
     if shrinking and order != "permuted":
@@ -249,10 +287,7 @@ def sdca(X, y, *, loss="hinge", lam=1e-4, tol=1e-6, max_epochs=200, order="permu
     Y, classes = encode_targets(y, loss)
     lam_n = lam * n_samples
 
-    if dual_init is None:
-        alpha = np.zeros_like(Y)
-    else:
-        alpha = np.ascontiguousarray(np.asarray(dual_init, dtype=np.float64).reshape(Y.shape))
+    alpha = np.zeros_like(Y) if dual_init is None else _starting_dual(dual_init, Y, loss)
     W = np.ascontiguousarray((X.T @ alpha) / lam_n)
     sq_norms = row_sq_norms(X.data, X.indptr)
     rng = np.random.default_rng(random_state)

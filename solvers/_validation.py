@@ -25,16 +25,18 @@ def as_csr(X, name="X"):
     """X as canonical CSR float64 with int32 indices, checked for NaN/inf.
 
     Dense input is converted; sparse input is copied only when its dtype, index type or
-    format differs. Duplicate entries are summed, as scipy defines their meaning.
+    format differs. Duplicate entries are summed, as scipy defines their meaning. Bools
+    become 0 and 1; complex values, and integers float64 cannot hold exactly (beyond
+    2^53), are refused; a long double is rounded to float64.
     """
     if sp.issparse(X):
         X = sp.csr_matrix(X)
+        _check_representable(X.data, X.dtype, name)
     else:
         arr = np.asarray(X)
         if arr.ndim != 2:
             raise ValueError(f"{name} must be 2-D (samples x features), got shape {arr.shape}")
-        if arr.dtype == object or not np.issubdtype(arr.dtype, np.number):
-            raise ValueError(f"{name} must be numeric, got dtype {arr.dtype}")
+        _check_representable(arr, arr.dtype, name)
         X = sp.csr_matrix(arr.astype(np.float64, copy=False))
     if X.dtype != np.float64:
         X = X.astype(np.float64)
@@ -49,6 +51,21 @@ def as_csr(X, name="X"):
         )
     check_finite(X.data, name)
     return X
+
+
+def _check_representable(values, dtype, name):
+    """ValueError unless float64 holds every value of this dtype (bools as 0 and 1)."""
+    if dtype == bool:
+        return
+    if dtype == object or not np.issubdtype(dtype, np.number):
+        raise ValueError(f"{name} must be numeric, got dtype {dtype}")
+    if np.issubdtype(dtype, np.complexfloating):
+        raise ValueError(f"{name} is complex ({dtype}): the solvers take real values")
+    if np.issubdtype(dtype, np.integer) and values.size:
+        largest = int(np.abs(values.astype(np.float64)).max())
+        if np.abs(values).max() > 2**53 or largest > 2**53:
+            raise ValueError(f"{name} holds integers up to {largest:.3g}, beyond 2^53: "
+                             f"float64 would change them (rescale, or pass floats)")
 
 
 def check_labels(y, n_samples, name="y"):
@@ -88,7 +105,8 @@ def check_classification_labels(y, loss):
     bad = np.flatnonzero((y != 1.0) & (y != -1.0))
     if bad.size:
         found = np.unique(y)
-        shown = ", ".join(f"{v:g}" for v in found[:10]) + (" ..." if found.size > 10 else "")
+        shown = ", ".join(f"{v:g}" if isinstance(v, (int, float, np.number)) else repr(v)
+                          for v in found[:10].tolist()) + (" ..." if found.size > 10 else "")
         raise ValueError(
             f"loss {loss!r} needs labels -1 and +1, but {bad.size} sample(s) (first: sample "
             f"{bad[0]}) have other values; labels found: {shown}. Map them first (0/1 "

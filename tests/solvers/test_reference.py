@@ -35,3 +35,29 @@ def test_ridge_on_a_wide_sparse_matrix_never_densifies_it():
     assert peak < 64e6
     residual = X.T @ (X @ w - y) / 40 + 1e-3 * w       # the gradient at the optimum
     assert np.max(np.abs(residual)) < 1e-10
+
+
+def test_an_unconverged_reference_optimum_says_so(cancer):
+    """liblinear stopped at max_iter: P* may lie above the optimum, so the reference
+    warns (it used to silence scikit-learn's warning and return P* as if exact)."""
+    from sklearn.exceptions import ConvergenceWarning
+
+    from solvers import reference_optimum
+
+    X, y = cancer
+    with pytest.warns(ConvergenceWarning, match="the reference optimum did not converge"):
+        reference_optimum(X, y, loss="hinge", lam=1e-5, max_iter=30)
+
+
+def test_the_cached_optimum_takes_any_two_class_labels(cancer, tmp_path):
+    """The cache names a problem by the targets as the solvers read them: string labels
+    work, and 0/1 labels share the +-1 problem's file."""
+    from solvers import centralized_solution
+
+    X, y = cancer[0][:80], cancer[1][:80]
+    words = np.where(y > 0, "spam", "ham")
+    first = centralized_solution(X, words, loss="hinge", lam=1e-2, cache_dir=tmp_path)
+    again = centralized_solution(X, (y > 0).astype(int), loss="hinge", lam=1e-2,
+                                 cache_dir=tmp_path)
+    assert len(list(tmp_path.glob("optimum-*.npz"))) == 1
+    assert first[0] == again[0]

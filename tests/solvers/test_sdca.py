@@ -166,11 +166,50 @@ def test_bad_input_errors_name_the_problem(cancer, mutate, message):
     (dict(lam=0.0), "lam must be a positive"),
     (dict(order="cyclic"), "unknown order 'cyclic'"),
     (dict(loss="hinge2"), "unknown loss"),
-    (dict(eval_every=0), "eval_every must be >= 1"),
+    (dict(eval_every=0), "eval_every must be a whole number >= 1, got 0"),
+    (dict(eval_every=1.5), "eval_every must be a whole number >= 1, got 1.5"),
+    (dict(max_epochs=-3), "max_epochs must be a whole number >= 0, got -3"),
+    (dict(max_epochs=2.5), "max_epochs must be a whole number >= 0, got 2.5"),
+    (dict(tol=float("nan")), "tol must be a finite number >= 0, got nan"),
+    (dict(tol="1e-3"), "tol must be a finite number >= 0, got '1e-3'"),
+    (dict(dual_init=np.full(569, np.nan)), "dual_init contains 569 NaN"),
+    (dict(dual_init=np.zeros(10)), r"dual_init has shape \(10,\); this problem's alpha has "
+                                   r"shape \(569,\)"),
+    (dict(dual_init=np.full(569, 5.0)), r"dual_init lies outside the domain of loss 'hinge' "
+                                        r"at 569 sample\(s\)"),
 ])
 def test_bad_parameters_are_named(cancer, kwargs, message):
     with pytest.raises(ValueError, match=message):
         sdca(*cancer, **kwargs)
+
+
+def test_a_warm_start_is_read_never_written(cancer):
+    """dual_init is copied: the caller's array keeps its values, and two runs from the
+    same warm start give the same bits."""
+    X, y = cancer
+    start = np.zeros(X.shape[0])
+    first = sdca(X, y, lam=1e-2, max_epochs=3, dual_init=start)
+    assert not start.any() and first.dual_coef is not start
+    again = sdca(X, y, lam=1e-2, max_epochs=3, dual_init=start)
+    np.testing.assert_array_equal(first.coef, again.coef)
+    y3 = np.digitize(X[:, 0], [-0.5, 0.5]).astype(float)   # 3 classes: alpha is (N, C)
+    with pytest.raises(ValueError, match=r"dual_init has shape \(3, 569\)"):
+        sdca(X, y3, dual_init=np.zeros((3, 569)))
+
+
+def test_the_primal_objective_checks_what_it_is_given(cancer):
+    """The kernel reads w and y without bounds checks: their shapes are checked first."""
+    from solvers import primal_objective
+
+    X, y = cancer
+    with pytest.raises(ValueError, match=r"w has shape \(29,\), X has 30 features"):
+        primal_objective(X, y, np.ones(29), loss="squared", lam=1e-2)
+    with pytest.raises(ValueError, match="y has 5 entries but X has 569 samples"):
+        primal_objective(X, y[:5], np.ones(30), loss="squared", lam=1e-2)
+    with pytest.raises(ValueError, match="needs labels -1 and \\+1"):
+        primal_objective(X, (y > 0).astype(float), np.zeros(30), loss="hinge", lam=1e-2)
+    with pytest.raises(ValueError, match="lam must be a positive"):
+        primal_objective(X, y, np.ones(30), loss="hinge", lam=-1)
 
 
 # --------------------------------------------------------------------------- binary hinge
