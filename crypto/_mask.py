@@ -139,18 +139,38 @@ class MaskPayload:
         return MaskPayload(self.value * m.view(_U64), self.tags * m_mod % PRIMES,
                            self.indptr.copy(), self.nonce.copy(), self.pos.copy(), coef)
 
+    def with_lanes(self, value, tags):
+        """This recipe with other lanes (the wire's rebuild)."""
+        return MaskPayload(value, tags, self.indptr, self.nonce, self.pos, self.coef)
+
     def recipe_nbytes(self):
-        """Bytes of the recipes on the wire: 12 per distinct nonce, 28 per atom (position,
-        nonce index and four coefficients); a fresh message sends only its nonce."""
+        """Bytes of the recipes on the wire (``crypto._wire``): 12 per distinct nonce, 4
+        per value (its atom count), 28 per atom (position, nonce index, the coefficient
+        mod 2^64 and three mod the 32-bit primes); a fresh vector's recipe is its one
+        nonce (12), a vector without atoms sends none."""
         e = self.pos.size
         if e == 0:
             return 0
-        fresh = (e == len(self) and np.array_equal(self.indptr, np.arange(e + 1))
-                 and np.all(self.nonce == self.nonce[0]) and np.array_equal(self.pos, np.arange(e))
-                 and np.all(self.coef == 1))
-        if fresh:
+        if is_fresh_recipe(self):
             return 12
-        return 12 * (len(_group_by_nonce(self.nonce)[1]) - 1) + 28 * e
+        return 12 * len(nonce_table(self.nonce)[0]) + 4 * len(self) + 28 * e
+
+
+def is_fresh_recipe(p):
+    """Whether p's recipe is a fresh encryption's: atom i is position i under one nonce
+    with coefficients 1 (the wire sends only the nonce)."""
+    e = p.pos.size
+    return (e == len(p) and e > 0 and np.array_equal(p.indptr, np.arange(e + 1))
+            and np.all(p.nonce == p.nonce[0]) and np.array_equal(p.pos, np.arange(e))
+            and np.all(p.coef == 1))
+
+
+def nonce_table(nonce):
+    """(distinct nonces (U, 2), index of each atom's nonce among them)."""
+    order, bounds = _group_by_nonce(nonce)
+    index = np.empty(len(order), dtype=np.int64)
+    index[order] = np.repeat(np.arange(len(bounds) - 1), np.diff(bounds))
+    return nonce[order[bounds[:-1]]], index
 
 
 class MaskEvaluator(Evaluator):

@@ -6,8 +6,11 @@ fixed dtypes (no Python objects, nothing that needs pickle). :func:`vector_from_
 rebuilds the same vector: same payload values, so every later operation gives the same
 bits. Payload kinds: ``int64`` (plaintext backend), ``bigint`` (Paillier ciphertexts,
 non-negative, big-endian bytes of one common width), ``mask`` (a MaskPayload's lanes and
-recipes), ``bfv`` (SEAL's serialised ciphertexts, one per plaintext prime, concatenated;
-their sizes, -1 for a ciphertext of zeros).
+recipes in the compact form ``MaskPayload.recipe_nbytes`` counts: tags and the
+coefficients modulo the 32-bit primes as uint32, each distinct nonce once, an atom as its
+position, nonce index and coefficients; a fresh vector's recipe as its one nonce),
+``bfv`` (SEAL's serialised ciphertexts, one per plaintext prime, concatenated; their
+sizes, -1 for a ciphertext of zeros).
 """
 
 import gmpy2
@@ -15,9 +18,7 @@ import numpy as np
 
 from crypto._bfv import BFVCiphertext
 from crypto._interface import EncryptedVector
-from crypto._mask import MaskPayload
-
-_MASK_FIELDS = ("value", "tags", "indptr", "nonce", "pos", "coef")
+from crypto._mask import MaskPayload, is_fresh_recipe, nonce_table
 
 
 def vector_to_arrays(vector):
@@ -26,7 +27,7 @@ def vector_to_arrays(vector):
     meta = dict(scale_bits=vector.scale_bits, key_id=vector.key_id, bound=vector.bound,
                 slots=vector.slots, length=vector.length)
     if isinstance(payload, MaskPayload):
-        return dict(meta, kind="mask"), {f: getattr(payload, f) for f in _MASK_FIELDS}
+        return dict(meta, kind="mask"), _mask_arrays(payload)
     payload = np.asarray(payload)
     if payload.dtype == object and any(isinstance(c, BFVCiphertext) or c is None
                                        for c in payload):
@@ -48,7 +49,7 @@ def vector_from_arrays(meta, arrays):
     """The EncryptedVector that :func:`vector_to_arrays` described."""
     kind = meta["kind"]
     if kind == "mask":
-        payload = MaskPayload(*(np.array(arrays[f]) for f in _MASK_FIELDS))
+        payload = _mask_payload(arrays)
     elif kind == "bfv":
         payload = _bfv_payload(arrays["sizes"], arrays["payload"])
     elif kind == "int64":
@@ -61,6 +62,54 @@ def vector_from_arrays(meta, arrays):
         raise ValueError(f"unknown ciphertext payload kind {kind!r}")
     return EncryptedVector(payload, meta["scale_bits"], meta["key_id"], bound=meta["bound"],
                            slots=meta["slots"], length=meta["length"])
+
+
+def _mask_arrays(p):
+    """The compact arrays of a MaskPayload (see the module docstring)."""
+    arrays = {"value": p.value, "tags": p.tags.astype("<u4")}
+    if p.pos.size == 0:
+        return arrays
+    if is_fresh_recipe(p):
+        return dict(arrays, fresh_nonce=_nonce_bytes(p.nonce[:1]))
+    unique, index = nonce_table(p.nonce)
+    return dict(arrays, counts=np.diff(p.indptr).astype("<u4"), nonces=_nonce_bytes(unique),
+                atom_nonce=index.astype("<u4"), pos=p.pos.astype("<u4"),
+                coef_value=p.coef[:, 0], coef_tags=p.coef[:, 1:].astype("<u4"))
+
+
+def _mask_payload(arrays):
+    """The MaskPayload of :func:`_mask_arrays`' arrays, the same values bit for bit."""
+    value = np.array(arrays["value"], dtype=np.uint64)
+    tags = np.array(arrays["tags"], dtype=np.uint64)
+    n = value.size
+    if "fresh_nonce" in arrays:
+        nonce = np.repeat(_nonce_words(arrays["fresh_nonce"]), n, axis=0)
+        return MaskPayload(value, tags, np.arange(n + 1, dtype=np.int64), nonce,
+                           np.arange(n, dtype=np.int64), np.ones((n, tags.shape[1] + 1),
+                                                                 dtype=np.uint64))
+    if "counts" not in arrays:
+        return MaskPayload.zeros(n).with_lanes(value, tags)
+    indptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.asarray(arrays["counts"], dtype=np.int64), out=indptr[1:])
+    nonce = _nonce_words(arrays["nonces"])[np.asarray(arrays["atom_nonce"], dtype=np.int64)]
+    coef = np.column_stack([np.asarray(arrays["coef_value"], dtype=np.uint64),
+                            np.asarray(arrays["coef_tags"], dtype=np.uint64)])
+    return MaskPayload(value, tags, indptr, nonce,
+                       np.asarray(arrays["pos"], dtype=np.int64), coef)
+
+
+def _nonce_bytes(nonces):
+    """(U, 2) uint64 nonces (64 + 32 bits) as (U, 12) bytes."""
+    return np.column_stack([nonces[:, 0].astype("<u8").view(np.uint8).reshape(-1, 8),
+                            nonces[:, 1].astype("<u4").view(np.uint8).reshape(-1, 4)])
+
+
+def _nonce_words(raw):
+    """The (U, 2) uint64 nonces of :func:`_nonce_bytes`."""
+    raw = np.ascontiguousarray(raw, dtype=np.uint8).reshape(-1, 12)
+    low = np.ascontiguousarray(raw[:, :8]).view("<u8").ravel()
+    high = np.ascontiguousarray(raw[:, 8:]).view("<u4").ravel()
+    return np.column_stack([low, high]).astype(np.uint64)
 
 
 def _bfv_arrays(payload):

@@ -244,7 +244,9 @@ class EvalShares:
 
 
 def message_nbytes(message, evaluator):
-    """Bytes of a message on the wire: arrays by size, ciphertexts by the backend's size."""
+    """Bytes of a message on the wire: arrays by size, ciphertexts by the backend's size
+    (what ``crypto.vector_to_arrays`` sends), a string by its UTF-8 bytes, another scalar
+    8. :func:`encode_message` adds a JSON header naming the fields and array layouts."""
     total = 0
     for f in fields(message):
         value = getattr(message, f.name)
@@ -254,6 +256,8 @@ def message_nbytes(message, evaluator):
             total += value.nbytes
         elif hasattr(value, "__dataclass_fields__"):
             total += message_nbytes(value, evaluator)
+        elif isinstance(value, str):
+            total += len(value.encode())
         elif value is not None:
             total += 8
     return total
