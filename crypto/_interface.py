@@ -251,9 +251,10 @@ class KeyHolder:
         """The real values of ``vector``."""
         self.evaluator._check(vector)
         self._check_bound(vector)
-        self.counts.decrypt += len(vector.payload)
+        ints = self._decrypt(vector)
+        self.counts.decrypt += len(vector.payload)   # a refused ciphertext is not counted
         extra = vector.scale_bits - self.codec.frac_bits
-        return self.codec.decode(self._decrypt(vector), extra_bits=extra)
+        return self.codec.decode(ints, extra_bits=extra)
 
     def wants_refresh(self, vector):
         """Whether ``vector`` should be replaced by a fresh encryption (see ``refresh``):
@@ -269,14 +270,14 @@ class KeyHolder:
         """
         self.evaluator._check(vector)
         self._check_bound(vector)
-        self.counts.decrypt += len(vector.payload)
-        self.counts.encrypt += len(vector.payload)
         ints = np.asarray(self._decrypt(vector))
+        self.counts.decrypt += len(vector.payload)
         if ints.dtype == object or ints.dtype.kind == "f":
             if ints.size and max(abs(int(v)) for v in ints) >= 2**63:
                 raise OverflowError("cannot refresh values beyond 64-bit integers")
             ints = np.array([int(v) for v in ints], dtype=np.int64)
         fresh = EncryptedVector(self._encrypt(ints.astype(np.int64)), vector.scale_bits,
                                 self.key_id, vector.bound, self.slots, ints.size)
+        self.counts.encrypt += len(vector.payload)
         extra = vector.scale_bits - self.codec.frac_bits
         return self.codec.decode(ints, extra_bits=extra), fresh

@@ -422,10 +422,46 @@ class HyFDCARun:
                        lambda k, reply: parts.__setitem__(k, reply.parts))
         return server.full_margins(parts)
 
-    def _record_certificate_cost(self, before):
+    def _certificate_sums(self, everyone):
+        """The certificate's exchanges: (revealed sums, x_t, x_{t-1} or the running mean
+        or None, the mean or None, the iterates to keep, w(alpha))."""
+        server = self.server
+        v, shares = {}, {}
+        tag = self._sum_tag("certificate")
+        with self._apart_from_rounds("certificate_traffic"):
+            self._exchange("certificate: dual sync + primal aggregation", everyone,
+                           lambda k: server.dual_sync(k, commit=False),
+                           lambda k, reply: v.__setitem__(k, reply.v))
+            w_alpha = server.aggregate_primal([v[k] for k in everyone])
+            kappa, centre = certified_problem(self.settings, server.solved_problem,
+                                              server.rounds_problem())
+            x, x_previous, kept = offered_points(
+                self.settings, prox_iterate(self.settings.lam, kappa, w_alpha, centre),
+                server.kept_iterates)
+            epoch, point_mean, x_mean = with_offered_point(
+                self.settings, server.point_mean, x, self.round, x_previous is not None)
+            mean_size = 0 if x_mean is None else point_mean.size
+            margins = self._certificate_margins(everyone, x)
+            previous_margins = (None if x_previous is None
+                                else self._certificate_margins(everyone, x_previous))
+            self._exchange("certificate: loss and conjugate sums", everyone,
+                           lambda k: server.eval_message(k, margins, previous_margins,
+                                                         everyone, tag, epoch, mean_size),
+                           lambda k, reply: shares.__setitem__(k, reply.shares))
+            # the clients' means took z: the server's takes x_t whether or not the
+            # certificate completes (a client that missed it holds fewer points and says so)
+            server.point_mean = point_mean
+            if x_mean is not None:  # the clients' means of their margins: no inner product
+                x_previous = x_mean
+        totals = masked_total(shares.items(), everyone, self.frac_bits,
+                              tag=f"certificate sums, {tag}")
+        return totals, x, x_previous, x_mean, kept, w_alpha
+
+    def _record_certificate_cost(self, before, completed):
         traffic, after = self.certificate_traffic, self.counts.as_dict()
         self.certificate_costs.append(dict(
-            round=self.round, available=self.layout.n_clients, rtc=traffic.rtc,
+            round=self.round, completed=completed, available=self.layout.n_clients,
+            rtc=traffic.rtc,
             messages_down=traffic.messages_down,
             messages_up=traffic.messages_up, bytes_down=traffic.bytes_down,
             bytes_up=traffic.bytes_up, **{f: after[f] - before[f] for f in CRYPTO_FIELDS}))
@@ -504,41 +540,17 @@ class HyFDCARun:
         a secure inner product (one exchange per point), and the loss sums and the
         conjugate sums are masked secure sums (``sums_layout``). The server's training
         state is left as it was. What it cost (round trips, messages and bytes each way,
-        encryption operations) is appended to ``certificate_costs``.
+        encryption operations) is appended to ``certificate_costs``, with ``completed``
+        False for a certificate that failed (what it spent until then).
         """
         server = self.server
         everyone = np.arange(self.layout.n_clients)
-        v, shares = {}, {}
-        tag = self._sum_tag("certificate")
-        before = self.counts.as_dict()
-        with self._apart_from_rounds("certificate_traffic"):
-            self._exchange("certificate: dual sync + primal aggregation", everyone,
-                           lambda k: server.dual_sync(k, commit=False),
-                           lambda k, reply: v.__setitem__(k, reply.v))
-            w_alpha = server.aggregate_primal([v[k] for k in everyone])
-            kappa, centre = certified_problem(self.settings, server.solved_problem,
-                                              server.rounds_problem())
-            x, x_previous, kept = offered_points(
-                self.settings, prox_iterate(self.settings.lam, kappa, w_alpha, centre),
-                server.kept_iterates)
-            epoch, point_mean, x_mean = with_offered_point(
-                self.settings, server.point_mean, x, self.round, x_previous is not None)
-            mean_size = 0 if x_mean is None else point_mean.size
-            margins = self._certificate_margins(everyone, x)
-            previous_margins = (None if x_previous is None
-                                else self._certificate_margins(everyone, x_previous))
-            self._exchange("certificate: loss and conjugate sums", everyone,
-                           lambda k: server.eval_message(k, margins, previous_margins,
-                                                         everyone, tag, epoch, mean_size),
-                           lambda k, reply: shares.__setitem__(k, reply.shares))
-            # the clients' means took z: the server's takes x_t whether or not the
-            # certificate completes (a client that missed it holds fewer points and says so)
-            server.point_mean = point_mean
-            if x_mean is not None:  # the clients' means of their margins: no inner product
-                x_previous = x_mean
-        totals = masked_total(shares.items(), everyone, self.frac_bits,
-                              tag=f"certificate sums, {tag}")
-        self._record_certificate_cost(before)
+        before, completed = self.counts.as_dict(), False
+        try:
+            totals, x, x_previous, x_mean, kept, w_alpha = self._certificate_sums(everyone)
+            completed = True
+        finally:   # a certificate that fails (a client lost) spent what it spent
+            self._record_certificate_cost(before, completed)
         layout = sums_layout(x_previous is not None)
         lam, holding = self.settings.lam, totals[layout.size]
         line, step, primal, point_w, iterate = server.point_choice(

@@ -21,7 +21,10 @@ from hyfdca._messages import message_nbytes
 
 @dataclass
 class Traffic:
-    """Round trips, messages and bytes since the last reset."""
+    """Round trips, messages and bytes since the last reset: down, every message the
+    server sends (a retransmission too); up, every reply that reaches it (a reply lost on
+    the way, or late, is not counted; the client's work on it is, in the encryption
+    counts); a round trip per phase, however many retransmissions it took."""
 
     rtc: int = 0
     bytes_up: int = 0

@@ -198,6 +198,17 @@ def test_paillier_tampered_truncated_and_foreign_ciphertexts_are_errors(label):
     foreign.key_id = keys.key_id  # a forged key id: decrypts to garbage, caught
     with pytest.raises(CiphertextError, match="another key"):
         keys.decrypt(foreign)
+    assert keys.counts.decrypt == 0   # a refused ciphertext is no decryption done
+
+
+def test_a_refused_refresh_counts_no_encryption():
+    keys, ev = _deal("paillier")
+    big = keys.encrypt([1.0, 2.0])
+    big = ev.multiply(ev.multiply(big, 2**40, 0), 2**40, 0)   # 2^112: past 64-bit ints
+    before = keys.counts.as_dict()
+    with pytest.raises(OverflowError, match="beyond 64-bit integers"):
+        keys.refresh(big)
+    assert keys.counts.encrypt == before["encrypt"]
 
 
 def test_mask_tampering_truncation_and_foreign_keys_are_errors():

@@ -53,6 +53,13 @@ def test_a_lost_certificate_share_is_an_error_not_convergence(grid):
         run.certificate()
     with pytest.raises(SecureSumError, match=r"no share from client\(s\) \[2\]"):
         masked_total([(0, np.zeros(2, np.uint64))], [0, 2])
+    # what the failed certificate spent is on the record, marked as not completed
+    (failed,) = run.certificate_costs
+    assert failed["completed"] is False and failed["rtc"] == 3
+    assert failed["encrypt"] > 0 and failed["messages_down"] == 3 * grid.n_clients
+    run.transport.tamper = lambda phase, k, reply: reply
+    run.certificate()
+    assert [c["completed"] for c in run.certificate_costs] == [False, True]
 
 
 def test_a_lost_line_search_share_is_an_error(grid):
