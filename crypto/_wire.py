@@ -17,7 +17,7 @@ import gmpy2
 import numpy as np
 
 from crypto._bfv import BFVCiphertext
-from crypto._interface import EncryptedVector
+from crypto._interface import CiphertextError, EncryptedVector
 from crypto._mask import MaskPayload, is_fresh_recipe, nonce_table
 
 
@@ -78,7 +78,9 @@ def _mask_arrays(p):
 
 
 def _mask_payload(arrays):
-    """The MaskPayload of :func:`_mask_arrays`' arrays, the same values bit for bit."""
+    """The MaskPayload of :func:`_mask_arrays`' arrays, the same values bit for bit;
+    CiphertextError for arrays of other shapes (before any is expanded)."""
+    _check_mask_arrays(arrays)
     value = np.array(arrays["value"], dtype=np.uint64)
     tags = np.array(arrays["tags"], dtype=np.uint64)
     n = value.size
@@ -96,6 +98,30 @@ def _mask_payload(arrays):
                             np.asarray(arrays["coef_tags"], dtype=np.uint64)])
     return MaskPayload(value, tags, indptr, nonce,
                        np.asarray(arrays["pos"], dtype=np.int64), coef)
+
+
+def _check_mask_arrays(arrays):
+    """The compact arrays' shapes agree: n values, (n, 3) tags; a (1, 12) fresh nonce, or
+    n atom counts summing to E, (U, 12) nonces, E nonce indices below U, E positions and
+    coefficients."""
+    shape = {name: np.shape(a) for name, a in arrays.items()}
+    n = shape.get("value", (-1,))[0]
+    ok = shape.get("value", ()) == (n,) and shape.get("tags") == (n, 3)
+    if ok and "fresh_nonce" in arrays:
+        ok = shape["fresh_nonce"] == (1, 12) and len(arrays) == 3
+    elif ok and "counts" in arrays:
+        counts = np.asarray(arrays["counts"], dtype=np.int64)
+        e = int(counts.sum()) if shape["counts"] == (n,) else -1
+        u = shape["nonces"][0] if len(shape.get("nonces", ())) == 2 else -1
+        index = np.asarray(arrays.get("atom_nonce", []), dtype=np.int64)
+        ok = (e >= 0 and shape.get("nonces") == (u, 12) and shape.get("atom_nonce") == (e,)
+              and shape.get("pos") == (e,) and shape.get("coef_value") == (e,)
+              and shape.get("coef_tags") == (e, 3)
+              and (e == 0 or (index.min() >= 0 and index.max() < u)))
+    elif ok:
+        ok = len(arrays) == 2
+    if not ok:
+        raise CiphertextError(f"malformed masked payload on the wire (array shapes {shape})")
 
 
 def _nonce_bytes(nonces):

@@ -88,13 +88,13 @@ class Layout:
         for i in sample_ids:
             counts[i] += 1
         if n and counts.min() == 0:
-            raise ValueError(f"samples {_listing(np.flatnonzero(counts == 0))} are held by no "
+            raise ValueError(f"samples {id_listing(np.flatnonzero(counts == 0))} are held by no "
                              f"client")
         held = np.zeros(d, dtype=bool)
         for j in feature_ids:
             held[j] = True
         if not held.all():
-            raise ValueError(f"features {_listing(np.flatnonzero(~held))} are held by no "
+            raise ValueError(f"features {id_listing(np.flatnonzero(~held))} are held by no "
                              f"client")
         return cls(n, d, sample_ids, feature_ids, counts,
                    None if sq_norm_total is None else float(sq_norm_total),
@@ -177,11 +177,11 @@ def _product_work(incidence):
 
 
 def _chunks(costs, budget):
-    """Consecutive index slices whose summed cost stays near ``budget``."""
-    ends = np.searchsorted(np.cumsum(costs), np.arange(budget, costs.sum() + budget, budget))
-    starts = np.concatenate([[0], ends[:-1]])
-    return [slice(a, b) for a, b in zip(starts, np.minimum(ends, costs.size)) if b > a] \
-        or [slice(0, costs.size)]
+    """Consecutive index slices covering every index, each costing about ``budget``."""
+    ends = np.searchsorted(np.cumsum(costs), np.arange(budget, costs.sum(), budget),
+                           side="right")
+    bounds = np.unique(np.concatenate([[0], ends, [costs.size]]))
+    return [slice(a, b) for a, b in zip(bounds[:-1], bounds[1:])]
 
 
 def _ids(values):
@@ -199,7 +199,7 @@ def whole_ids(ids, client, name):
         bad = raw[~np.isfinite(raw) | (raw != np.round(raw))]
         if bad.size:
             raise ValueError(f"client {client}: {name} ids must be whole numbers, got "
-                             f"{_listing(bad)}")
+                             f"{id_listing(bad)}")
     return raw.astype(np.int64)
 
 
@@ -214,7 +214,8 @@ def _layout_ids(k, values, name):
     return ids
 
 
-def _listing(ids):
+def id_listing(ids):
+    """Ids for an error message: the first ten, then how many in all."""
     ids = np.asarray(ids)
     head = ", ".join(str(v) for v in ids[:_SHOW].tolist())
     more = f", ... ({ids.size} in all)" if ids.size > _SHOW else ""
@@ -268,7 +269,7 @@ class FederatedDataset:
             for block in self.blocks:
                 held[block.sample_ids if axis == 0 else block.feature_ids] = True
             if not held.all():
-                problems.append(f"{name} held by no client: {_listing(np.flatnonzero(~held))}")
+                problems.append(f"{name} held by no client: {id_listing(np.flatnonzero(~held))}")
         problems += self._overlap_problems()
         problems += self._label_problems()
         problems += self._range_problems()
@@ -325,7 +326,7 @@ class FederatedDataset:
             seen[ids] = True
         conflicts = np.unique(np.concatenate(conflicts))
         if conflicts.size:
-            return [f"holders disagree on the label of samples {_listing(conflicts)}"]
+            return [f"holders disagree on the label of samples {id_listing(conflicts)}"]
         return []
 
     # --- derived quantities -----------------------------------------------------------
@@ -408,7 +409,7 @@ def _block_problems(k, block, n_samples, n_features):
     for ids, count, name in ((I, n_samples, "sample"), (J, n_features, "feature")):
         bad = ids[(ids < 0) | (ids >= count)]
         if bad.size:
-            problems.append(f"client {k}: {name} ids out of range [0, {count}): {_listing(bad)}")
+            problems.append(f"client {k}: {name} ids out of range [0, {count}): {id_listing(bad)}")
         if np.any(np.diff(ids) <= 0):
             problems.append(f"client {k}: {name} ids must be strictly increasing (no repeats)")
     if not np.all(np.isfinite(block.X.data)):

@@ -233,7 +233,8 @@ class Client:
         """Masked shares of x_i^k . w_k for the new samples it holds (0 for the rest):
         the server learns only their sum over the clients, the margin; with the ids it
         holds and the keyed tags of its entries (``hyfdca._holdings``), so that the server
-        can check every new sample has a holder and no entry is counted twice."""
+        can check every new sample has a holder and no entry is counted twice (its
+        entries in the columns another client holds too: none on a vertical split)."""
         block = self._prediction
         if block is None:
             raise ValueError(f"client {self.id} holds no prediction block")
@@ -245,11 +246,14 @@ class Client:
                              f"samples asked for (ids 0 to {n_samples - 1})")
         parts = np.zeros(n_samples)
         parts[ids] = block.X @ message.w
-        every = (np.arange(ids.size), np.arange(self.feature_ids.size))
+        columns = np.asarray(message.overlap_columns, dtype=np.int64)
+        if columns.size and (columns.min() < 0 or columns.max() >= self.feature_ids.size):
+            raise ValueError(f"client {self.id}: the prediction's overlap columns are not "
+                             f"positions of its features (0 to {self.feature_ids.size - 1})")
         return msg.PredictShares(
             self.masker.mask(parts, self.id, message.participants, message.tag), ids,
             entry_tags(self.masker, f"prediction entries|{message.tag}", block.X, ids,
-                       self.feature_ids, *every))
+                       self.feature_ids, np.arange(ids.size), columns))
 
     # --- set-up -------------------------------------------------------------------------
 

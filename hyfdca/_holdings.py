@@ -26,6 +26,8 @@ import hashlib
 
 import numpy as np
 
+from feddata.federated import id_listing
+
 
 class HoldingsError(ValueError):
     """The parties' blocks are not blocks of one pooled data set, or a party came back
@@ -92,9 +94,7 @@ def label_problems(n_samples, shared_ids, labels):
     disagree = np.unique(ids[last[ids] != tags])
     if not disagree.size:
         return []
-    shown = ", ".join(str(i) for i in disagree[:10].tolist())
-    return [f"holders disagree on the label of samples [{shown}"
-            f"{', ...' if disagree.size > 10 else ''}] ({disagree.size} in all)"]
+    return [f"holders disagree on the label of samples {id_listing(disagree)}"]
 
 
 def entry_problems(entries, what="entries (sample, feature)"):

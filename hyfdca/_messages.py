@@ -268,12 +268,15 @@ def message_nbytes(message, evaluator):
 @dataclass(frozen=True)
 class PredictRequest:
     """Server -> client (prediction): w on J_k and the number of new samples; the
-    client's shares are masked among ``participants`` under ``tag``."""
+    client's shares are masked among ``participants`` under ``tag``; the local columns of
+    J_k another client holds too, where an entry of a new sample could be held twice (the
+    client tags its entries there: ``hyfdca._holdings``)."""
 
     w: np.ndarray
     n_samples: int
     participants: np.ndarray
     tag: str
+    overlap_columns: np.ndarray
 
 
 @dataclass(frozen=True)
@@ -281,8 +284,8 @@ class PredictShares:
     """Client -> server: masked shares of its margin parts x_i^k . w over the new
     samples (0 where it holds none of sample i), the ids of the new samples it holds
     (public, as its training ids: the server checks every new sample has a holder), and
-    the keyed tags of its stored entries (i, j), sorted (``hyfdca._holdings``: the
-    server checks that no entry would be counted twice)."""
+    the keyed tags of its non-zero entries (i, j) in the overlap columns, sorted
+    (``hyfdca._holdings``: the server checks that no entry would be counted twice)."""
 
     shares: np.ndarray
     held: np.ndarray

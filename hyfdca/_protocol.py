@@ -37,6 +37,7 @@ import numpy as np
 
 from crypto import DealtKeys, deal_keys, masked_total
 from feddata import Participation
+from feddata.federated import id_listing
 from hyfdca import _messages as msg
 from hyfdca._certificate import (Certificate, certified_problem, checked_certificate,
                                   larger_l1, offered_points, prox_iterate, sums_layout,
@@ -84,13 +85,17 @@ class HyFDCARun:
         (default :class:`InProcessTransport`).
     dealt : crypto DealtKeys or None
         Keys made before (a resumed run's, :meth:`from_checkpoint`); default: dealt here.
+    holding_nonce : str or None
+        The nonce that keys the set-up's holding tags (a resumed run's, so that its
+        parties' tags compare with the saved ones; ``hyfdca._holdings``); default: fresh.
     """
 
     # the run's records outside the rounds (a checkpoint keeps them)
     _RECORDS = ("rejoin_costs", "certificate_costs", "skipped_certificates")
 
     def __init__(self, dataset, settings, *, crypto="plain", crypto_options=None,
-                 frac_bits=32, seed=0, record=False, transport=None, dealt=None):
+                 frac_bits=32, seed=0, record=False, transport=None, dealt=None,
+                 holding_nonce=None):
         # key dealing at set-up: the clients get keys and masker, the server the evaluator
         if dealt is None:
             options = dict(crypto_options or {})
@@ -105,7 +110,7 @@ class HyFDCARun:
                         for k, b in enumerate(dataset.blocks)]
         self._start(layout, bound, evaluator,
                     (transport or InProcessTransport)(self.clients, evaluator, record),
-                    frac_bits, seed)
+                    frac_bits, seed, holding_nonce)
 
     @classmethod
     def remote(cls, layout, settings, evaluator, transport, *, frac_bits=32, seed=0):
@@ -124,12 +129,13 @@ class HyFDCARun:
         """The draw stream of each client (``hyfdca._round.sampling_streams``)."""
         return sampling_streams(layout.sample_ids, settings.sampling, int(seed))
 
-    def _start(self, layout, settings, evaluator, transport, frac_bits, seed):
+    def _start(self, layout, settings, evaluator, transport, frac_bits, seed,
+               holding_nonce=None):
         self.layout, self.settings, self.seed = layout, settings, int(seed)
         self.counts = evaluator.counts
         self.frac_bits = frac_bits
         check_slot_capacity(evaluator, settings, frac_bits)
-        self.server = Server(layout, evaluator, settings, frac_bits)
+        self.server = Server(layout, evaluator, settings, frac_bits, holding_nonce)
         self.transport = transport
         if transport.may_lose and settings.participation == "full":
             raise ValueError("a transport that can lose messages makes clients absent: run "
@@ -203,10 +209,16 @@ class HyFDCARun:
                     f"key mismatch: client {k}'s keys are for key {party['keys'].key_id}, "
                     f"the server's ciphertexts for key {evaluator.key_id}")
             party["keys"].evaluator, party["keys"].counts = evaluator, evaluator.counts
-        first = parties[0]
+        first, saved = parties[0], server["state"]
         run = cls(dataset, settings, dealt=DealtKeys(first["keys"], evaluator,
-                                                     first["masker"]), **options)
-        run.server.load_state(server["state"])
+                                                     first["masker"]),
+                  holding_nonce=saved.get("holding_nonce"), **options)
+        changed = sorted(int(k) for k, digest in saved.get("holding_digests", {}).items()
+                         if run.server.holding_digests[k] != digest)
+        if changed:   # every party restarts at a resume: the same check as a rejoin's
+            raise CheckpointError(f"clients {changed} hold other data than the saved run's "
+                                  f"(ids, entries or labels differ)")
+        run.server.load_state(saved)
         for client, party in zip(run.clients, parties):
             client.keys, client.masker = party["keys"], party["masker"]
             client.load_state(party["state"])
@@ -502,19 +514,22 @@ class HyFDCARun:
             shares[k], tags[k] = reply.shares, entries
             held[ids] = True
 
+        holders = np.zeros(self.layout.n_features, dtype=np.int64)
+        for J in self.layout.feature_ids:
+            holders[J] += 1
+        shared = [np.flatnonzero(holders[J] > 1) for J in self.layout.feature_ids]
         with self._apart_from_rounds("prediction_traffic"):
             self._exchange("prediction", everyone,
                            lambda k: msg.PredictRequest(w[self.server.feature_ids[k]],
-                                                        int(n_samples), everyone, tag),
+                                                        int(n_samples), everyone, tag,
+                                                        shared[k]),
                            receive)
         if not held.all():
             missing = np.flatnonzero(~held)
-            shown = ", ".join(str(i) for i in missing[:10]) + (", ..." if missing.size > 10
-                                                                else "")
             raise PredictionError(
-                f"new samples [{shown}] ({missing.size} of {int(n_samples)}) are "
-                f"held by no party (their prediction blocks, or predict-files, leave them "
-                f"out): their margins would read 0")
+                f"new samples {id_listing(missing)} ({missing.size} of {int(n_samples)}) "
+                f"are held by no party (their prediction blocks, or predict-files, leave "
+                f"them out): their margins would read 0")
         twice = entry_problems([tags[k] for k in sorted(tags)],
                                what="entries (new sample, feature)")
         if twice:

@@ -31,7 +31,7 @@ class Server:
                        "feature_ids", "holder_counts", "frac_bits", "step_bits",
                        "alpha_scale", "blocks", "draw_units", "overlaps"))
 
-    def __init__(self, layout, evaluator, settings, frac_bits):
+    def __init__(self, layout, evaluator, settings, frac_bits, holding_nonce=None):
         self.settings = settings
         self.evaluator = evaluator
         self.n_samples, self.n_features = layout.n_samples, layout.n_features
@@ -48,7 +48,7 @@ class Server:
         # the nonce that keys this run's holding tags and the SHA-256 of each client's
         # tags from the set-up, against which a client that rejoins is checked
         # (hyfdca._holdings; a checkpoint keeps both)
-        self.holding_nonce = secrets.token_hex(16)
+        self.holding_nonce = holding_nonce or secrets.token_hex(16)
         self.holding_digests = {}
         self.w = np.zeros(self.n_features)
         self.contribution = [np.zeros(J.size) for J in self.feature_ids]  # v_k in w
@@ -129,7 +129,7 @@ class Server:
         check_holdings(self.n_samples,
                        [self.sample_ids[k][self.norm_positions[k]] for k in sorted(tags)],
                        [tags[k][0] for k in sorted(tags)], [tags[k][1] for k in sorted(tags)])
-        self.holding_digests = {k: holdings_digest(*tags[k]) for k in tags}
+        self.holding_digests = {int(k): holdings_digest(*tags[k]) for k in tags}
         del self._holding_tags
 
     def check_rejoin(self, k, reply):

@@ -83,6 +83,10 @@ def reference_optimum(X, y, *, loss="hinge", lam=1e-4, tol=1e-10, max_iter=1_000
         warnings.simplefilter("always", ConvergenceWarning)
         W = np.column_stack([_fit_one(X, Y[:, c], loss, lam, tol, max_iter)
                              for c in range(Y.shape[1])])
+    for other in caught:   # everything but the solver's own non-convergence, as it came
+        if not issubclass(other.category, ConvergenceWarning):
+            warnings.warn_explicit(other.message, other.category, other.filename,
+                                   other.lineno)
     if any(issubclass(w.category, ConvergenceWarning) for w in caught):
         warnings.warn(f"the reference optimum did not converge (scikit-learn stopped at "
                       f"max_iter={max_iter}, tol={tol:g}): P* may lie above the optimum, and "

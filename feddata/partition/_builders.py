@@ -8,7 +8,7 @@ gives back X exactly.
 import numpy as np
 import scipy.sparse as sp
 
-from feddata.federated import FederatedDataset, _listing, make_block, whole_ids
+from feddata.federated import FederatedDataset, id_listing, make_block, whole_ids
 from solvers import as_csr
 from solvers import check_labels
 
@@ -180,7 +180,7 @@ def from_blocks(X, y, blocks):
             bad = ids[(ids < 0) | (ids >= count)]
             if bad.size:
                 problems.append(f"client {k}: {name} ids out of range [0, {count}): "
-                                f"{_listing(bad)}")
+                                f"{id_listing(bad)}")
         if I.size == 0 or J.size == 0:
             problems.append(f"client {k} is empty ({I.size} samples, {J.size} features)")
         sample_sets.append(np.unique(I))
@@ -246,6 +246,6 @@ def split_like(fed, X, y=None, *, seed=0):
         sample_sets[k] = np.union1d(sample_sets[k], rows[left][owner[left] == k])
     empty = [k for k, samples in enumerate(sample_sets) if samples.size == 0]
     if empty:
-        raise ValueError(f"clients {_listing(np.asarray(empty))} would hold none of the "
+        raise ValueError(f"clients {id_listing(np.asarray(empty))} would hold none of the "
                          f"{n} new samples: predict more samples at once")
     return _assemble(X, y, owner, sample_sets, [b.feature_ids for b in fed.blocks])

@@ -491,7 +491,8 @@ def test_a_failed_phase_sends_the_server_no_value_of_the_party(cancer):
     client.hold_for_prediction(fed.blocks[0])
     w = np.full(fed.blocks[0].feature_ids.size, 3.7e25)
     with pytest.raises(PhaseFailed) as failed:
-        answered(client, PredictRequest(w, fed.n_samples, np.arange(2), "prediction-0-x"))
+        answered(client, PredictRequest(w, fed.n_samples, np.arange(2), "prediction-0-x",
+                                        np.zeros(0, dtype=np.int64)))
     assert str(failed.value) == ("client 0: OverflowError while answering PredictRequest "
                                  "(details in the party's own log)")
     assert failed.value.__cause__ is None and failed.value.__suppress_context__

@@ -40,7 +40,7 @@ def test_holders_that_disagree_on_a_label_are_refused_by_name(cancer):
     blocks[1] = ClientBlock(flip.sample_ids, flip.feature_ids, flip.X, y1)
     wrong = sorted(flip.sample_ids[[3, 7]].tolist())
     with pytest.raises(HoldingsError, match=rf"holders disagree on the label of samples "
-                                            rf"\[{wrong[0]}, {wrong[1]}\] \(2 in all\)"):
+                                            rf"\[{wrong[0]}, {wrong[1]}\]$"):
         start(unchecked(blocks, fed.n_samples, fed.n_features))
 
 
@@ -192,3 +192,51 @@ def test_tags_are_a_keyed_permutation():
     assert not np.array_equal(first, SecureSum(b"k" * 32).tags("entries", words))
     with pytest.raises(ValueError, match=r"tags take \(n, 2\) 64-bit integers"):
         SecureSum(b"k" * 32).tags("labels", words.astype(np.float64))
+
+
+@pytest.mark.parametrize("costs, budget", [([4.0, 4.0], 4), ([3.0, 5.0], 4), ([1.0] * 5, 2),
+                                           ([5.0, 5.0], 2), ([1.0], 100), ([2.0] * 3, 6)])
+def test_the_overlap_pairs_are_checked_in_chunks_that_cover_every_pair(costs, budget):
+    """Layout.overlaps checks candidate pairs in chunks of bounded cost: every pair in
+    exactly one chunk (a total that is a multiple of the budget lost the last pair)."""
+    from feddata.federated import _chunks
+
+    chunks = _chunks(np.array(costs), budget)
+    covered = np.concatenate([np.arange(len(costs))[c] for c in chunks])
+    np.testing.assert_array_equal(covered, np.arange(len(costs)))
+
+
+def test_a_prediction_on_a_vertical_split_sends_no_entry_tags(cancer):
+    """No feature has two holders: no entry of a new sample can be held twice, and the
+    parties send no entry tags (a count of them would tell the server each new block's
+    non-zeros)."""
+    X, y = cancer
+    fed, new = P.vertical(X[:100], y[:100], 2), P.vertical(X[100:110], y[100:110], 2)
+    run = start(fed, record=True)
+    run.model = np.zeros(X.shape[1])
+    run.predict(new.n_samples, blocks=new.blocks)
+    replies = [r for phase, k, r in run.transport.server_inbox if phase == "prediction"]
+    assert len(replies) == 2 and all(r.entry_tags.shape == (0, 2) for r in replies)
+
+
+def test_a_resume_whose_parties_hold_other_data_is_refused(cancer, tmp_path):
+    """HyFDCARun.from_checkpoint (the path below run_hyfdca's data digest): every party
+    restarts, so each must hold the block it set up with, as at a rejoin."""
+    from hyfdca import run_hyfdca
+    from hyfdca._checkpoint import CheckpointError
+
+    X, y = cancer
+    fed = P.horizontal(X[:120], y[:120], 3)
+    settings = HyFDCASettings.from_variant("auto", lam=0.05, participation="fraction",
+                                           fraction=0.5)
+    run_hyfdca(fed, settings, max_rounds=2, crypto="mask", checkpoint=tmp_path,
+               checkpoint_every=2)
+    folder = tmp_path / "round-000002"
+    HyFDCARun.from_checkpoint(folder, fed, settings, crypto="mask")   # the same data
+    b = fed.blocks[2]
+    other = FederatedDataset([*fed.blocks[:2], ClientBlock(b.sample_ids, b.feature_ids,
+                                                           b.X * 7.0, b.y)],
+                             fed.n_samples, fed.n_features)
+    with pytest.raises(CheckpointError, match=r"clients \[2\] hold other data than the "
+                                              r"saved run's"):
+        HyFDCARun.from_checkpoint(folder, other, settings, crypto="mask")

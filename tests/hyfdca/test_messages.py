@@ -35,7 +35,7 @@ def _examples(keys):
                             rng.integers(0, 2**63, 2, dtype=np.uint64)),
         msg.SharedNorms(pos, enc),
         msg.SetupDone(12.5, 1.0),
-        msg.PredictRequest(w, 7, np.arange(4), "prediction-3"),
+        msg.PredictRequest(w, 7, np.arange(4), "prediction-3", np.array([0, 2])),
         msg.PredictShares(rng.integers(0, 2**63, 7, dtype=np.uint64), pos,
                           rng.integers(0, 2**63, (4, 2), dtype=np.uint64)),
         sync,
@@ -255,3 +255,21 @@ def test_a_message_is_counted_for_the_bytes_it_sends_less_its_header(backend):
         magic = len(b"HYFDCA-MSG1")
         body = len(data) - magic - 8 - struct.unpack("<Q", data[magic:magic + 8])[0]
         assert body <= msg.message_nbytes(message, ev) <= len(data), type(message).__name__
+
+
+def test_a_tampered_compact_mask_payload_is_refused_before_it_is_expanded():
+    """Arrays of other shapes are a CiphertextError naming them, before anything is
+    built from them: a fresh nonce of 1,000 rows over 20,000 values asked for 320 MB."""
+    from crypto import CiphertextError, vector_from_arrays, vector_to_arrays
+
+    _, _, vectors = _mask_vectors()
+    meta, arrays = vector_to_arrays(vectors["fresh"])
+    tampered = dict(arrays, fresh_nonce=np.zeros((1000, 12), dtype=np.uint8))
+    with pytest.raises(CiphertextError, match="malformed masked payload on the wire"):
+        vector_from_arrays(meta, tampered)
+    meta, arrays = vector_to_arrays(vectors["sum"])
+    for name, bad in (("counts", arrays["counts"][:-1]),
+                      ("atom_nonce", arrays["atom_nonce"] + 5),
+                      ("coef_tags", arrays["coef_tags"][:, :2])):
+        with pytest.raises(CiphertextError, match="malformed masked payload on the wire"):
+            vector_from_arrays(meta, dict(arrays, **{name: bad}))

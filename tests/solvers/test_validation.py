@@ -10,7 +10,8 @@ from solvers import as_csr, check_classification_labels
 @pytest.mark.parametrize("X, message", [
     (np.array([[1 + 2j, 0], [0, 3j]]), r"X is complex \(complex128\)"),
     (sp.csr_matrix(np.array([[1 + 2j, 0]])), r"X is complex \(complex128\)"),
-    (np.array([[2**53 + 1, 0]], dtype=np.int64), r"X holds integers up to 9.01e\+15, beyond 2\^53"),
+    (np.array([[2**53 + 1, 0]], dtype=np.int64),
+     r"X holds integers up to 9.01e\+15, beyond 2\^53"),
     (np.array([[np.iinfo(np.int64).min, 0]]), r"beyond 2\^53"),
     (np.array([["a", "b"]]), "X must be numeric, got dtype <U1"),
 ])
