@@ -7,7 +7,8 @@ import numpy as np
 from feddata import PARTICIPATION_KINDS as PARTICIPATION
 from feddata.participation import cyclic_subsets
 from hyfdca._round import STEP_BITS
-from solvers import CLASSIFICATION_LOSSES, LOSS_CODES, loss_code, loss_value
+from solvers import (CLASSIFICATION_LOSSES, LOSS_CODES, check_positive, loss_code,
+                     loss_value)
 
 # auto-partial's iic at lam >= AUTO_PARTIAL_LAM. Below it, auto-partial's and the capped
 # line search's iic are scaled by (lam / AUTO_PARTIAL_LAM) ** IIC_LAM_POWER
@@ -312,7 +313,7 @@ class HyFDCASettings:
     def validate(self):
         loss_code(self.loss)
         checks = [
-            (self.lam > 0 and np.isfinite(self.lam), f"lam must be positive, got {self.lam}"),
+            (_positive_number(self.lam), f"lam must be positive, got {self.lam!r}"),
             (0 < self.smoothing < np.inf,
              f"smoothing must be a finite number > 0, got {self.smoothing}"),
             ((self.H is None) != (self.iic is None), "give exactly one of H and iic"),
@@ -591,9 +592,10 @@ class HyFDCASettings:
 
 def _preset_values(name, lam):
     """The fields of preset ``name`` at ``lam``: below AUTO_PARTIAL_LAM the iic of the
-    presets in IIC_LAM_SCALED is scaled by (lam / AUTO_PARTIAL_LAM) ** IIC_LAM_POWER."""
+    presets in IIC_LAM_SCALED is scaled by (lam / AUTO_PARTIAL_LAM) ** IIC_LAM_POWER (a
+    lam that is not a positive number is left for ``validate`` to name)."""
     values = dict(VARIANTS[name])
-    if name in IIC_LAM_SCALED:
+    if name in IIC_LAM_SCALED and _positive_number(lam):
         values["iic"] *= _lam_factor(lam, IIC_LAM_POWER)
     return values
 
@@ -605,6 +607,15 @@ def _whole(value):
     """An int, or a float with no fractional part (never a bool)."""
     return (not isinstance(value, bool) and isinstance(value, (int, np.integer, float))
             and float(value).is_integer())
+
+
+def _positive_number(value):
+    """A finite number > 0, not a bool or a string (``solvers.check_positive``)."""
+    try:
+        check_positive(value, "value")
+    except ValueError:
+        return False
+    return True
 
 
 def _lam_factor(lam, power):

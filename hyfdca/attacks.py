@@ -166,6 +166,9 @@ def reconstruction_quality(estimate, truth):
     min_s ||truth - s estimate|| / ||truth|| = sqrt(1 - c^2). What counts as chance
     depends on the attack (the plaintext v_k and w mix the data's rows already): measure it
     with a random ``read``."""
+    if np.shape(estimate) != np.shape(truth):
+        raise ValueError(f"an estimate of shape {np.shape(estimate)} for data of shape "
+                         f"{np.shape(truth)}")
     estimate, truth = np.asarray(estimate, float).ravel(), np.asarray(truth, float).ravel()
     if not np.all(np.isfinite(estimate)):
         return np.inf, 0.0

@@ -152,8 +152,15 @@ def cmd_profile(args):
     unknown = sorted(set(backends) - set(BACKENDS))
     if unknown:
         raise SystemExit(f"unknown crypto backend(s) {unknown}; known: {sorted(BACKENDS)}")
+    try:
+        key_sizes = [int(k) for k in args.key_bits.split(",")]
+    except ValueError:
+        raise SystemExit(f"--key-bits must be comma-separated whole numbers, got "
+                         f"{args.key_bits!r}") from None
+    settings = HyFDCASettings.from_variant(args.variant, lam=args.lam, H=args.H, iic=args.iic,
+                                           participation=args.participation,
+                                           fraction=args.fraction, draw_block=args.draw_block)
     out = prepare_output(args.output)
-    key_sizes = [int(k) for k in args.key_bits.split(",")]
     configs = []  # (backend, key bits or None): every key size only where there are keys
     for name in backends:
         has_keys = "n_length" in profile.backend_options(name, 2048)
@@ -168,9 +175,6 @@ def cmd_profile(args):
     print(table)
 
     fed, _ = _problem(args)
-    settings = HyFDCASettings.from_variant(args.variant, lam=args.lam, H=args.H, iic=args.iic,
-                                           participation=args.participation,
-                                           fraction=args.fraction, draw_block=args.draw_block)
     breakdowns = []
     for name, bits in configs:
         if bits not in (None, key_sizes[0]):
@@ -250,8 +254,9 @@ def cmd_experiment(args):
               f"search budget")
     elif args.backend != "plain":
         print(f"measuring {args.backend} at {args.key_bits} bits for the time model ...")
+        values = args.cost_values or profile.cost_values(args.backend)
         measured = profile.measure_operations(args.backend, key_bits=args.key_bits,
-                                              n_values=args.cost_values, repeats=1,
+                                              n_values=values, repeats=1,
                                               one_per_ciphertext=True)
         costs = {c.operation: c.per_value for c in measured}
     print("encryption: none of these runs encrypts; " + (
@@ -569,8 +574,10 @@ def build_parser():
                         "(one value per ciphertext: the batched engine's operation counts; "
                         "packed costs inside a round: benchmarks/encrypted_rounds.py)")
     p.add_argument("--key-bits", type=int, default=2048)
-    p.add_argument("--cost-values", type=int, default=20,
-                   help="values per vector when measuring the backend's costs")
+    p.add_argument("--cost-values", type=whole_number(1), default=None,
+                   help="values per vector when measuring the backend's costs (default: "
+                        "enough for the per-call overhead to vanish: 20 for Paillier, "
+                        "2,000 for mask)")
     p.add_argument("--latency", type=float, default=0.2575, help="seconds per round trip")
     p.add_argument("--jobs", type=int, default=1,
                    help="comparisons run at once in local processes (-1: one per core); "

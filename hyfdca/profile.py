@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from crypto import BACKENDS, make_backend
+from solvers import is_whole
 
 LATENCIES = (0.0, 0.2575, 0.6)
 OPERATIONS = ("encrypt", "decrypt", "add", "multiply")
@@ -37,6 +38,14 @@ def backend_options(name, key_bits=None, one_per_ciphertext=False):
         if key_bits < 2048:
             options["insecure"] = True
     return options
+
+
+def cost_values(name):
+    """Values per vector for measuring ``name``'s per-value costs in one call: a Paillier
+    operation takes milliseconds, so 20 values drown the per-call overhead; a masking
+    operation takes tenths of a microsecond, so it needs thousands (at 20 the overhead
+    made mask 19-37 times too dear)."""
+    return 20 if "paillier" in name else 2000
 
 
 @dataclass
@@ -59,34 +68,42 @@ class OperationCost:
 
 def measure_operations(name, *, key_bits=None, n_values=1000, repeats=3, seed=0,
                        one_per_ciphertext=False):
-    """Best-of-``repeats`` wall time of each operation on a vector of ``n_values``
-    fixed-point values drawn from N(0, 1) (seeded), rounded up to whole ciphertexts of a
-    packed backend (so that its cost per value is that of full ciphertexts: BFV's 8,192
-    slots); a packed vector is multiplied by one integer (a slot cannot be scaled
-    alone)."""
+    """Best-of-``repeats`` wall time of each operation, after one untimed call, on a
+    vector of ``n_values`` fixed-point values drawn from N(0, 1) (seeded), rounded up to
+    whole ciphertexts of a packed backend (so that its cost per value is that of full
+    ciphertexts: BFV's 8,192 slots); multipliers in [0, 2^16] as the protocol's, one
+    integer for a packed vector (a slot cannot be scaled alone)."""
+    if name not in BACKENDS:
+        raise ValueError(f"unknown crypto backend {name!r}; known: {sorted(BACKENDS)}")
+    for label, value in (("n_values", n_values), ("repeats", repeats)):
+        if not is_whole(value) or value < 1:
+            raise ValueError(f"{label} must be a whole number >= 1, got {value!r}")
+    if key_bits is not None and not is_whole(key_bits):
+        raise ValueError(f"key_bits must be a whole number, got {key_bits!r}")
     keys, evaluator = make_backend(name, **backend_options(name, key_bits,
                                                            one_per_ciphertext))
     n_values = -(-int(n_values) // keys.slots) * keys.slots
     rng = np.random.default_rng(seed)
     values = rng.standard_normal(n_values)
-    multipliers = rng.integers(-2**15, 2**15, size=n_values if keys.slots == 1 else 1)
+    # the protocol's multipliers are step weights in [0, 2^16] (hyfdca._round)
+    multipliers = rng.integers(0, 2**16 + 1, size=n_values if keys.slots == 1 else 1)
     a, b = keys.encrypt(values), keys.encrypt(values[::-1].copy())
     jobs = {"encrypt": lambda: keys.encrypt(values),
             "decrypt": lambda: keys.decrypt(a),
             "add": lambda: evaluator.add(a, b),
             "multiply": lambda: evaluator.multiply(a, multipliers, 16)}
-    evaluator.add(a, b)  # untimed: an evaluator's first use loads its public context
     wire = evaluator.nbytes(a) / n_values
+    key_size = inspect.signature(BACKENDS[name]).parameters.get("n_length")
+    used_bits = None if key_size is None else int(key_bits or key_size.default)
     costs = []
     for operation in OPERATIONS:
+        jobs[operation]()   # untimed: a first call loads contexts and warms caches
         best = np.inf
         for _ in range(repeats):
             start = time.perf_counter()
             jobs[operation]()
             best = min(best, time.perf_counter() - start)
-        costs.append(OperationCost(name, key_bits if "n_length" in
-                                   inspect.signature(BACKENDS[name]).parameters else None,
-                                   operation, n_values, best, wire))
+        costs.append(OperationCost(name, used_bits, operation, n_values, best, wire))
     return costs
 
 
@@ -197,6 +214,9 @@ def round_breakdown(dataset, settings, *, crypto="plain", crypto_options=None, r
     per party (:func:`charged_encryption` prices them)."""
     from hyfdca._protocol import HyFDCARun
 
+    for label, value, least in (("rounds", rounds, 1), ("warmup", warmup, 0)):
+        if not is_whole(value) or value < least:
+            raise ValueError(f"{label} must be a whole number >= {least}, got {value!r}")
     run = HyFDCARun(dataset, settings, crypto=crypto, crypto_options=crypto_options,
                     seed=seed)
     timer = _CryptoTimer(run)

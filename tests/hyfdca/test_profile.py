@@ -129,6 +129,56 @@ def test_profile_command_names_an_unknown_backend(tmp_path):
         main(["profile", "--backends", "rot13", "--output", str(tmp_path)])
 
 
+@pytest.mark.parametrize("options, message", [
+    (dict(name="rot13"), "unknown crypto backend 'rot13'"),
+    (dict(name="mask", n_values=0), "n_values must be a whole number >= 1, got 0"),
+    (dict(name="mask", n_values=2.7), "n_values must be a whole number >= 1, got 2.7"),
+    (dict(name="mask", repeats=0), "repeats must be a whole number >= 1, got 0"),
+    (dict(name="paillier", key_bits=512.5), "key_bits must be a whole number, got 512.5"),
+])
+def test_measuring_names_a_bad_argument(options, message):
+    with pytest.raises(ValueError, match=message):
+        profile.measure_operations(**options)
+
+
+def test_the_measured_key_size_is_the_one_used():
+    (cost, *_) = profile.measure_operations("paillier", n_values=1, repeats=1)
+    assert cost.key_bits == 2048   # the backend's default, not "-"
+
+
+def test_round_breakdown_names_a_bad_count(fed):
+    settings = HyFDCASettings.from_variant("auto", lam=0.05)
+    with pytest.raises(ValueError, match="rounds must be a whole number >= 1, got 0"):
+        profile.round_breakdown(fed, settings, rounds=0)
+    with pytest.raises(ValueError, match="warmup must be a whole number >= 0, got -1"):
+        profile.round_breakdown(fed, settings, rounds=2, warmup=-1)
+
+
+@pytest.mark.parametrize("arguments, message", [
+    (["profile", "--backends", "plain", "--lam", "-1"], "lam must be positive, got -1.0"),
+    (["profile", "--backends", "paillier", "--key-bits", "abc"],
+     "--key-bits must be comma-separated whole numbers, got 'abc'"),
+])
+def test_the_profile_command_refuses_bad_values_by_name(tmp_path, capsys, arguments,
+                                                        message):
+    """Before anything is measured or written."""
+    try:
+        code = main([*arguments, "--output", str(tmp_path / "out")])
+    except SystemExit as stop:
+        code = str(stop)
+    assert code != 0 and message in str(code) + capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_mask_cost_is_measured_on_enough_values_to_be_per_value():
+    """At 20 values a masking operation's per-call overhead made mask 19-37 times
+    dearer than its per-value cost: the experiments measure it on cost_values('mask')."""
+    assert profile.cost_values("paillier") == 20
+    assert profile.cost_values("mask") >= 1000
+    with pytest.raises(SystemExit):
+        main(["experiment", "--quick", "--backend", "mask", "--cost-values", "0"])
+
+
 def test_a_packed_backend_is_measured_on_full_ciphertexts():
     """Per-value costs of a packed backend are those of full ciphertexts: the vector is
     rounded up to whole ciphertexts."""
