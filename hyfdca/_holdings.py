@@ -13,7 +13,12 @@ sends, under the clients' key (``crypto.SecureSum.tags``, a keyed permutation):
   horizontal or vertical splits), sorted so that their order says nothing of the
   positions: an entry held twice is a tag two clients send;
 * t(SHA-256 of its whole block: ids, entries, labels), against which it is checked when
-  it rejoins after a restart.
+  it rejoins after a restart, or when a checkpoint is resumed (``HyFDCARun.from_checkpoint``
+  runs the set-up under the saved nonce).
+
+At prediction each party tags its non-zero entries of the new block in the columns another
+client holds too (keyed for that prediction): an entry two parties hold would be added
+twice to a margin.
 
 The tags are keyed for one run (the server's ``holding_nonce`` in the purpose), so tags of
 two runs under the same keys cannot be compared. The server learns which tags are equal
