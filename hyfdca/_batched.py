@@ -580,8 +580,9 @@ class BatchedHyFDCA:
         points = 2 if with_previous else 1
         self.certificate_costs.append(dict(
             round=self.round, completed=True, available=K, rtc=2 + points,
-            messages_down=(2 + points) * K, messages_up=(2 + points) * K, bytes_down=0, bytes_up=0, encrypt=points * held,
-            decrypt=points * held + due, add=points * held, multiply=0))
+            messages_down=(2 + points) * K, messages_up=(2 + points) * K, bytes_down=0,
+            bytes_up=0, encrypt=points * held, decrypt=points * held + due,
+            add=points * held, multiply=0))
 
 
 def mean_arrays(name, mean):

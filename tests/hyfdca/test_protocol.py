@@ -668,8 +668,9 @@ def test_a_prediction_block_unlike_the_training_block_is_refused(cancer):
                for e, b in zip(everything, new.blocks))
     doubled = [whole.blocks[0].X.nnz, whole.blocks[1].X.nnz]
     with pytest.raises(PredictionError, match=rf"{sum(doubled)} entries \(new sample, "
-                                              rf"feature\) are held more than once \(clients "
-                                              rf"0, 2: {doubled[0]}; clients 1, 3: {doubled[1]}\)"):
+                                              rf"feature\) are held more than once "
+                                              rf"\(clients 0, 2: {doubled[0]}; clients 1, 3: "
+                                              rf"{doubled[1]}\)"):
         run.predict(new.n_samples, blocks=everything)
     labels, margins = run.predict(new.n_samples, blocks=new.blocks)   # the right blocks
     np.testing.assert_allclose(margins, new.reassemble()[0] @ run.model, atol=1e-8)
