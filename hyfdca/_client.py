@@ -146,7 +146,8 @@ class Client:
                    msg.TentativeStep: self.primal_update,
                    msg.DualSync: self.eval_sync,   # the certificate's sync, not committed
                    msg.EvalRequest: self.eval_shares,
-                   msg.PredictRequest: self.predict_shares}.get(type(message))
+                   msg.PredictRequest: self.predict_shares,
+                   msg.EntryTagRequest: self.prediction_entry_tags}.get(type(message))
         if handler is None:
             raise TypeError(f"client {self.id}: no handler for {type(message).__name__}")
         return handler(message)
@@ -232,9 +233,7 @@ class Client:
     def predict_shares(self, message):
         """Masked shares of x_i^k . w_k for the new samples it holds (0 for the rest):
         the server learns only their sum over the clients, the margin; with the ids it
-        holds and the keyed tags of its entries (``hyfdca._holdings``), so that the server
-        can check every new sample has a holder and no entry is counted twice (its
-        entries in the columns another client holds too: none on a vertical split)."""
+        holds, so that the server can check every new sample has a holder."""
         block = self._prediction
         if block is None:
             raise ValueError(f"client {self.id} holds no prediction block")
@@ -246,14 +245,27 @@ class Client:
                              f"samples asked for (ids 0 to {n_samples - 1})")
         parts = np.zeros(n_samples)
         parts[ids] = block.X @ message.w
-        columns = np.asarray(message.overlap_columns, dtype=np.int64)
-        if columns.size and (columns.min() < 0 or columns.max() >= self.feature_ids.size):
-            raise ValueError(f"client {self.id}: the prediction's overlap columns are not "
-                             f"positions of its features (0 to {self.feature_ids.size - 1})")
-        return msg.PredictShares(
-            self.masker.mask(parts, self.id, message.participants, message.tag), ids,
-            entry_tags(self.masker, f"prediction entries|{message.tag}", block.X, ids,
-                       self.feature_ids, np.arange(ids.size), columns))
+        return msg.PredictShares(self.masker.mask(parts, self.id, message.participants,
+                                                  message.tag), ids)
+
+    def prediction_entry_tags(self, message):
+        """The keyed tags of its non-zero entries of the new samples and local columns
+        asked for (``hyfdca._holdings``): where another holder of the same new sample
+        holds the same feature, an entry could be added twice to a margin."""
+        block = self._prediction
+        if block is None:
+            raise ValueError(f"client {self.id} holds no prediction block")
+        ids = np.asarray(block.sample_ids)
+        samples = np.asarray(message.samples, dtype=np.int64)
+        rows = np.searchsorted(ids, samples)
+        columns = np.asarray(message.columns, dtype=np.int64)
+        if (rows.size and (rows.max() >= ids.size or np.any(ids[np.minimum(rows, ids.size - 1)]
+                                                             != samples))) or \
+                (columns.size and (columns.min() < 0 or columns.max() >= self.feature_ids.size)):
+            raise ValueError(f"client {self.id}: entry tags asked for new samples it does not "
+                             f"hold or columns that are not its features")
+        return msg.EntryTags(entry_tags(self.masker, f"prediction entries|{message.tag}",
+                                        block.X, ids, self.feature_ids, rows, columns))
 
     # --- set-up -------------------------------------------------------------------------
 

@@ -16,9 +16,11 @@ sends, under the clients' key (``crypto.SecureSum.tags``, a keyed permutation):
   it rejoins after a restart, or when a checkpoint is resumed (``HyFDCARun.from_checkpoint``
   runs the set-up under the saved nonce).
 
-At prediction each party tags its non-zero entries of the new block in the columns another
-client holds too (keyed for that prediction): an entry two parties hold would be added
-twice to a margin.
+At prediction the server learns which parties hold each new sample (their ids, as at
+set-up) and asks for tags only where two holders of one new sample share a feature
+(:func:`doubled_entry_candidates`; nobody on a split made like a grid's, a horizontal or a
+vertical one): there each party tags its non-zero entries (keyed for that prediction),
+and an entry two parties hold, which would be added twice to a margin, is refused.
 
 The tags are keyed for one run (the server's ``holding_nonce`` in the purpose), so tags of
 two runs under the same keys cannot be compared. The server learns which tags are equal
@@ -30,6 +32,7 @@ it keeps a digest of each client's tags, and a client that rejoins must send the
 import hashlib
 
 import numpy as np
+import scipy.sparse as sp
 
 from feddata.federated import id_listing
 
@@ -74,6 +77,33 @@ def block_tag(masker, nonce, sample_ids, feature_ids, X, y):
         digest.update(np.ascontiguousarray(part, dtype="<f8").tobytes())
     words = np.frombuffer(digest.digest()[:16], dtype="<u8").reshape(1, 2)
     return masker.tags(f"block|{nonce}", words)[0].copy()
+
+
+def doubled_entry_candidates(held, feature_ids):
+    """Per party k, (new-sample ids, local columns of J_k) where an entry of the new
+    samples could be held twice: the new samples it holds that another holder l holds
+    too, where J_k and J_l share features, and those features' positions in J_k.
+    ``held[k]``: the ids of the new samples party k holds."""
+    held = [np.unique(np.asarray(h, dtype=np.int64)) for h in held]
+    n = 1 + max((int(h[-1]) for h in held if h.size), default=-1)
+    rows = np.concatenate(held)
+    cols = np.repeat(np.arange(len(held)), [h.size for h in held])
+    holding = sp.csc_matrix((np.ones(rows.size, dtype=np.int64), (rows, cols)),
+                            shape=(n, len(held)))
+    pairs = (holding.T @ holding).tocoo()
+    asked = {}
+    for k, l in zip(pairs.row.tolist(), pairs.col.tolist()):
+        if k >= l:
+            continue
+        features = np.intersect1d(feature_ids[k], feature_ids[l], assume_unique=True)
+        if not features.size:
+            continue
+        both = np.intersect1d(held[k], held[l], assume_unique=True)
+        for party in (k, l):
+            samples, columns = asked.get(party, (np.zeros(0, np.int64),) * 2)
+            asked[party] = (np.union1d(samples, both), np.union1d(
+                columns, np.searchsorted(feature_ids[party], features)))
+    return asked
 
 
 def check_reply(k, n_shared, labels, entries, block):

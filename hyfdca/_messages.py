@@ -268,35 +268,48 @@ def message_nbytes(message, evaluator):
 @dataclass(frozen=True)
 class PredictRequest:
     """Server -> client (prediction): w on J_k and the number of new samples; the
-    client's shares are masked among ``participants`` under ``tag``; the local columns of
-    J_k another client holds too, where an entry of a new sample could be held twice (the
-    client tags its entries there: ``hyfdca._holdings``)."""
+    client's shares are masked among ``participants`` under ``tag``."""
 
     w: np.ndarray
     n_samples: int
     participants: np.ndarray
     tag: str
-    overlap_columns: np.ndarray
 
 
 @dataclass(frozen=True)
 class PredictShares:
     """Client -> server: masked shares of its margin parts x_i^k . w over the new
     samples (0 where it holds none of sample i), the ids of the new samples it holds
-    (public, as its training ids: the server checks every new sample has a holder), and
-    the keyed tags of its non-zero entries (i, j) in the overlap columns, sorted
-    (``hyfdca._holdings``: the server checks that no entry would be counted twice)."""
+    (public, as its training ids: the server checks every new sample has a holder)."""
 
     shares: np.ndarray
     held: np.ndarray
-    entry_tags: np.ndarray
+
+
+@dataclass(frozen=True)
+class EntryTagRequest:
+    """Server -> client (prediction, only where two holders of a new sample share a
+    feature): the new samples (ids) and the local columns of J_k where an entry could be
+    held twice; the client tags its entries there under ``tag`` (``hyfdca._holdings``)."""
+
+    samples: np.ndarray
+    columns: np.ndarray
+    tag: str
+
+
+@dataclass(frozen=True)
+class EntryTags:
+    """Client -> server: the keyed tags of its non-zero entries (i, j) asked for, sorted
+    (the server checks that no entry would be added twice to a margin)."""
+
+    tags: np.ndarray
 
 
 MESSAGE_TYPES = {cls.__name__: cls for cls in (
     SetupRequest, SharedNormParts, SharedNorms, SetupDone, DualSync, DualRefresh, RoundStart,
     PrimalContribution, Resync, EvalContribution, WeightsAndRequest, InnerProductParts,
     Margins, DualUpdate, TentativeStep, PrimalUpdate, EvalRequest, EvalShares,
-    PredictRequest, PredictShares)}
+    PredictRequest, PredictShares, EntryTagRequest, EntryTags)}
 _MAGIC = b"HYFDCA-MSG1"
 
 

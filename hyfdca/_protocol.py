@@ -46,7 +46,7 @@ from hyfdca._checkpoint import CheckpointError, pickled, unpickled
 from hyfdca._encoding_range import (LANE_BITS, check_encoding_range, check_slot_capacity,
                                     packing_options)
 from hyfdca._client import Client
-from hyfdca._holdings import entry_problems
+from hyfdca._holdings import doubled_entry_candidates, entry_problems
 from hyfdca._round import (draws_all_samples, eligible_samples, margins_are_local, plan_round,
                            sampling_streams, step_bits)
 from hyfdca._server import Server
@@ -54,6 +54,15 @@ from hyfdca._transport import InProcessTransport, MissingReplies
 from solvers import sign_labels
 
 CRYPTO_FIELDS = ("encrypt", "decrypt", "add", "multiply")
+
+
+def _entry_tags_of(k, reply):
+    """Client k's entry tags as the server needs them, else PredictionError."""
+    tags = np.asarray(reply.tags)
+    if tags.dtype != np.uint64 or tags.ndim != 2 or tags.shape[1] != 2:
+        raise PredictionError(f"client {k}: entry tags must be (n, 2) uint64, got "
+                              f"{tags.dtype} of shape {tags.shape}")
+    return tags
 
 
 class PredictionError(ValueError):
@@ -486,7 +495,8 @@ class HyFDCARun:
         ``run.model``): each client sends masked shares of x_i^k . w_k for the new samples
         it holds, and the server reveals only their sum, the margins (returned too).
         PredictionError where a new sample has no holder or an entry two (the server
-        sees ids and keyed entry tags, ``hyfdca._holdings``).
+        sees the ids each party holds, and keyed entry tags where two holders of a new
+        sample share a feature: ``hyfdca._holdings``).
         In process, ``blocks[k]`` is client k's block of new samples; remote clients load
         their own."""
         if w is None:
@@ -499,7 +509,7 @@ class HyFDCARun:
                 client.hold_for_prediction(block)
         everyone = np.arange(self.layout.n_clients)
         tag = self._sum_tag("prediction")
-        shares, tags, held = {}, {}, np.zeros(int(n_samples), dtype=bool)
+        shares, held_by, held = {}, {}, np.zeros(int(n_samples), dtype=bool)
 
         def receive(k, reply):
             ids = np.asarray(reply.held)
@@ -507,38 +517,44 @@ class HyFDCARun:
                                                              or ids.max() >= held.size)):
                 raise PredictionError(f"client {k} reports new-sample ids outside 0 to "
                                       f"{held.size - 1} (or not whole numbers)")
-            entries = np.asarray(reply.entry_tags)
-            if entries.dtype != np.uint64 or entries.ndim != 2 or entries.shape[1] != 2:
-                raise PredictionError(f"client {k}: entry tags must be (n, 2) uint64, got "
-                                      f"{entries.dtype} of shape {entries.shape}")
-            shares[k], tags[k] = reply.shares, entries
+            shares[k], held_by[k] = reply.shares, ids
             held[ids] = True
 
-        holders = np.zeros(self.layout.n_features, dtype=np.int64)
-        for J in self.layout.feature_ids:
-            holders[J] += 1
-        shared = [np.flatnonzero(holders[J] > 1) for J in self.layout.feature_ids]
         with self._apart_from_rounds("prediction_traffic"):
             self._exchange("prediction", everyone,
                            lambda k: msg.PredictRequest(w[self.server.feature_ids[k]],
-                                                        int(n_samples), everyone, tag,
-                                                        shared[k]),
+                                                        int(n_samples), everyone, tag),
                            receive)
-        if not held.all():
-            missing = np.flatnonzero(~held)
-            raise PredictionError(
-                f"new samples {id_listing(missing)} ({missing.size} of {int(n_samples)}) "
-                f"are held by no party (their prediction blocks, or predict-files, leave "
-                f"them out): their margins would read 0")
-        twice = entry_problems([tags[k] for k in sorted(tags)],
+            if not held.all():
+                missing = np.flatnonzero(~held)
+                raise PredictionError(
+                    f"new samples {id_listing(missing)} ({missing.size} of "
+                    f"{int(n_samples)}) are held by no party (their prediction blocks, or "
+                    f"predict-files, leave them out): their margins would read 0")
+            self._check_prediction_entries([held_by[k] for k in everyone], tag)
+        margins = masked_total(shares.items(), everyone, self.frac_bits,
+                               tag=f"prediction sums, {tag}")
+        return sign_labels(margins), margins
+
+    def _check_prediction_entries(self, held, tag):
+        """PredictionError where two parties hold the same entry of a new sample (its
+        part of the margin would be added twice): tags are asked for only where two
+        holders of a new sample share a feature (``hyfdca._holdings``), in one more
+        round trip then, with those parties alone."""
+        asked = doubled_entry_candidates(held, self.layout.feature_ids)
+        if not asked:
+            return
+        tags = {}
+        self._exchange("prediction: entry tags", np.array(sorted(asked)),
+                       lambda k: msg.EntryTagRequest(*asked[k], tag),
+                       lambda k, reply: tags.__setitem__(k, _entry_tags_of(k, reply)))
+        twice = entry_problems([tags.get(k, np.zeros((0, 2), np.uint64))
+                                for k in range(self.layout.n_clients)],
                                what="entries (new sample, feature)")
         if twice:
             raise PredictionError(f"{twice[0]}: their parts of the margin would be added "
                                   f"twice (a predict-file with another party's features of "
                                   f"a sample?)")
-        margins = masked_total(shares.items(), everyone, self.frac_bits,
-                               tag=f"prediction sums, {tag}")
-        return sign_labels(margins), margins
 
     # --- certificate --------------------------------------------------------------------
 

@@ -24,7 +24,7 @@ from flwr.clientapp import ClientApp
 from feddata import block_mean_sq, block_sq_norm
 from hyfdca._checkpoint import array_bytes
 from hyfdca._client import Client
-from hyfdca._messages import PredictRequest
+from hyfdca._messages import EntryTagRequest, PredictRequest
 from hyfdca._settings import HyFDCASettings
 from hyfdca.flower._files import read_block, read_client_keys
 from hyfdca.flower._wire import (CONFIGURE, DESCRIBE, NO_SESSION, PHASE_ACTIONS, RECORD,
@@ -176,7 +176,7 @@ def answer(message, context, defaults):
     session, held, snapshot = _session_for(stored, *attempts(message.content))
     client = Client.resume(_block(data), keys, masker, settings, pickle.loads(session))
     request = unpack(message.content)
-    if isinstance(request, PredictRequest):
+    if isinstance(request, (PredictRequest, EntryTagRequest)):
         client.hold_for_prediction(_block(_party_file(context, defaults, "predict", k)))
     reply = answered(client, request)
     _store(context, client, stored["settings"], held, snapshot)

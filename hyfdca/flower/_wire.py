@@ -20,6 +20,7 @@ PHASE_ACTIONS = {
     "certificate: inner products": "certificate_inner_products",
     "certificate: loss and conjugate sums": "certificate_sums",
     "prediction": "predict",
+    "prediction: entry tags": "predict_entry_tags",
 }
 # before the protocol: the server asks each node who it is, then configures it
 DESCRIBE, CONFIGURE = "describe", "configure"

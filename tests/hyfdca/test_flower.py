@@ -491,8 +491,7 @@ def test_a_failed_phase_sends_the_server_no_value_of_the_party(cancer):
     client.hold_for_prediction(fed.blocks[0])
     w = np.full(fed.blocks[0].feature_ids.size, 3.7e25)
     with pytest.raises(PhaseFailed) as failed:
-        answered(client, PredictRequest(w, fed.n_samples, np.arange(2), "prediction-0-x",
-                                        np.zeros(0, dtype=np.int64)))
+        answered(client, PredictRequest(w, fed.n_samples, np.arange(2), "prediction-0-x"))
     assert str(failed.value) == ("client 0: OverflowError while answering PredictRequest "
                                  "(details in the party's own log)")
     assert failed.value.__cause__ is None and failed.value.__suppress_context__
@@ -619,3 +618,29 @@ def test_party_files_that_disagree_on_a_label_stop_the_job_at_set_up(job):
         flower.simulate(mismatched, settings, folder / "mislabelled", seed=3,
                         client_keys=client_keys, server_keys=server_keys, max_rounds=2)
     assert not (folder / "mislabelled" / "output" / "model.npy").exists()
+
+
+def test_predict_files_that_hold_an_entry_twice_skip_the_prediction_with_a_note(job, cancer):
+    """Every party given every new sample in its own features: each margin part would be
+    added twice. The server asks the holders that share features for keyed entry tags
+    (the `predict_entry_tags` action, each party reading its predict-file again) and
+    skips the prediction, naming the parties."""
+    from feddata.federated import ClientBlock, FederatedDataset
+
+    fed, settings, folder, client_keys, server_keys = job
+    X, y = cancer
+    whole = P.vertical(X[200:230], y[200:230], 2)
+    everything = FederatedDataset.__new__(FederatedDataset)   # as files: not validated
+    everything.blocks = [ClientBlock(whole.blocks[k % 2].sample_ids, b.feature_ids,
+                                     whole.blocks[k % 2].X, whole.blocks[k % 2].y)
+                         for k, b in enumerate(fed.blocks)]
+    everything.n_samples, everything.n_features = 30, fed.n_features
+    assert all(np.array_equal(e.feature_ids, b.feature_ids)
+               for e, b in zip(everything.blocks, fed.blocks))
+    flower.simulate(fed, settings, folder / "doubled", seed=3, client_keys=client_keys,
+                    server_keys=server_keys, max_rounds=2, eval_every=2, predict=everything)
+    output = folder / "doubled" / "output"
+    events = json.loads((output / "events.json").read_text())
+    assert events["prediction"].startswith("skipped: ")
+    assert "are held more than once (clients 0, 2: " in events["prediction"]
+    assert not (output / "predictions.npy").exists()

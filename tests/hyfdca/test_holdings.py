@@ -206,17 +206,44 @@ def test_the_overlap_pairs_are_checked_in_chunks_that_cover_every_pair(costs, bu
     np.testing.assert_array_equal(covered, np.arange(len(costs)))
 
 
-def test_a_prediction_on_a_vertical_split_sends_no_entry_tags(cancer):
-    """No feature has two holders: no entry of a new sample can be held twice, and the
-    parties send no entry tags (a count of them would tell the server each new block's
-    non-zeros)."""
+@pytest.mark.parametrize("make", [lambda X, y: P.vertical(X, y, 2),
+                                  lambda X, y: P.hybrid_grid(X, y, 2, 2),
+                                  lambda X, y: P.horizontal(X, y, 3)],
+                         ids=["vertical", "grid", "horizontal"])
+def test_a_prediction_split_like_the_training_data_asks_for_no_entry_tags(cancer, make):
+    """Where no two holders of a new sample share a feature, no entry can be held twice:
+    the server asks for no entry tags (a count of them would tell it each new block's
+    non-zeros), and the prediction takes one round trip."""
+    from feddata.partition import split_like
+
     X, y = cancer
-    fed, new = P.vertical(X[:100], y[:100], 2), P.vertical(X[100:110], y[100:110], 2)
+    fed = make(X[:100], y[:100])
+    new = split_like(fed, X[100:140], y[100:140], seed=1)
     run = start(fed, record=True)
-    run.model = np.zeros(X.shape[1])
-    run.predict(new.n_samples, blocks=new.blocks)
-    replies = [r for phase, k, r in run.transport.server_inbox if phase == "prediction"]
-    assert len(replies) == 2 and all(r.entry_tags.shape == (0, 2) for r in replies)
+    run.model = np.ones(X.shape[1])
+    labels, margins = run.predict(new.n_samples, blocks=new.blocks)
+    np.testing.assert_allclose(margins, X[100:140] @ run.model, atol=1e-6)
+    phases = {phase for phase, k, r in run.transport.server_inbox}
+    assert "prediction" in phases and "prediction: entry tags" not in phases
+    assert run.prediction_traffic.rtc == 1
+
+
+def test_a_prediction_on_a_dealt_split_checks_the_shared_features_entries(cancer):
+    """Holders of one new sample that share features (a dealt partition): the server
+    asks them for entry tags in one more round trip and finds no entry twice."""
+    from feddata.partition import split_like
+
+    X, y = cancer
+    fed = P.dealt_features(X[:100], y[:100], 2, 3, seed=2)
+    new = split_like(fed, X[100:140], y[100:140], seed=1)
+    run = start(fed, record=True)
+    run.model = np.ones(X.shape[1])
+    labels, margins = run.predict(new.n_samples, blocks=new.blocks)
+    np.testing.assert_allclose(margins, X[100:140] @ run.model, atol=1e-6)
+    asked = [r for phase, k, r in run.transport.server_inbox
+             if phase == "prediction: entry tags"]
+    assert asked and sum(r.tags.shape[0] for r in asked) > 0
+    assert run.prediction_traffic.rtc == 2
 
 
 def test_a_resume_whose_parties_hold_other_data_is_refused(cancer, tmp_path):

@@ -652,7 +652,7 @@ def test_a_prediction_block_unlike_the_training_block_is_refused(cancer):
 
     def lying(message):
         reply = honest(message)
-        return type(reply)(reply.shares, np.array([-1]), reply.entry_tags)
+        return type(reply)(reply.shares, np.array([-1]))
     run.clients[1].predict_shares = lying
     with pytest.raises(PredictionError, match=r"client 1 reports new-sample ids outside 0"):
         run.predict(new.n_samples, blocks=new.blocks)
