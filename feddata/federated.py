@@ -122,8 +122,8 @@ class Layout:
         entry can be held twice (nothing for grids, horizontal or vertical splits).
         Clients k and l overlap where they share a sample and a feature; client k's rows
         are its samples some such l holds, its columns the features some such l holds."""
-        samples = _incidence(self.sample_ids, self.n_samples)
-        features = _incidence(self.feature_ids, self.n_features)
+        samples = holder_incidence(self.sample_ids, self.n_samples)
+        features = holder_incidence(self.feature_ids, self.n_features)
         partners = _overlapping_pairs(samples, features)
         # (i, k) non-zero: a client overlapping k holds sample i (feature i)
         rows_held = (samples @ partners).tocsc()
@@ -136,8 +136,9 @@ class Layout:
                 for k, (I, J) in enumerate(zip(self.sample_ids, self.feature_ids))]
 
 
-def _incidence(ids, size):
-    """The (size, K) 0/1 CSC matrix of which client holds which id."""
+def holder_incidence(ids, size):
+    """The (size, K) 0/1 CSC matrix of which client holds which id (``ids[k]``: client
+    k's ids, each below ``size``)."""
     rows = np.concatenate(ids)
     cols = np.repeat(np.arange(len(ids)), [i.size for i in ids])
     return sp.csc_matrix((np.ones(rows.size, dtype=np.int64), (rows, cols)),

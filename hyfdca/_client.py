@@ -257,15 +257,14 @@ class Client:
             raise ValueError(f"client {self.id} holds no prediction block")
         ids = np.asarray(block.sample_ids)
         samples = np.asarray(message.samples, dtype=np.int64)
-        rows = np.searchsorted(ids, samples)
         columns = np.asarray(message.columns, dtype=np.int64)
-        if (rows.size and (rows.max() >= ids.size or np.any(ids[np.minimum(rows, ids.size - 1)]
-                                                             != samples))) or \
-                (columns.size and (columns.min() < 0 or columns.max() >= self.feature_ids.size)):
+        if not np.isin(samples, ids).all() or not np.isin(
+                columns, np.arange(self.feature_ids.size)).all():
             raise ValueError(f"client {self.id}: entry tags asked for new samples it does not "
                              f"hold or columns that are not its features")
         return msg.EntryTags(entry_tags(self.masker, f"prediction entries|{message.tag}",
-                                        block.X, ids, self.feature_ids, rows, columns))
+                                        block.X, ids, self.feature_ids,
+                                        np.searchsorted(ids, samples), columns))
 
     # --- set-up -------------------------------------------------------------------------
 

@@ -32,9 +32,8 @@ it keeps a digest of each client's tags, and a client that rejoins must send the
 import hashlib
 
 import numpy as np
-import scipy.sparse as sp
 
-from feddata.federated import id_listing
+from feddata.federated import holder_incidence, id_listing
 
 
 class HoldingsError(ValueError):
@@ -85,11 +84,8 @@ def doubled_entry_candidates(held, feature_ids):
     too, where J_k and J_l share features, and those features' positions in J_k.
     ``held[k]``: the ids of the new samples party k holds."""
     held = [np.unique(np.asarray(h, dtype=np.int64)) for h in held]
-    n = 1 + max((int(h[-1]) for h in held if h.size), default=-1)
-    rows = np.concatenate(held)
-    cols = np.repeat(np.arange(len(held)), [h.size for h in held])
-    holding = sp.csc_matrix((np.ones(rows.size, dtype=np.int64), (rows, cols)),
-                            shape=(n, len(held)))
+    holding = holder_incidence(held, 1 + max((int(h[-1]) for h in held if h.size),
+                                             default=-1))
     pairs = (holding.T @ holding).tocoo()
     asked = {}
     for k, l in zip(pairs.row.tolist(), pairs.col.tolist()):
@@ -115,9 +111,16 @@ def check_reply(k, n_shared, labels, entries, block):
     if labels.dtype != np.uint64 or labels.shape != (n_shared,):
         raise HoldingsError(f"client {k}: {labels.shape} label tags of dtype {labels.dtype} "
                             f"for {n_shared} shared samples (one uint64 each)")
+    check_entry_tags(k, entries, HoldingsError)
+
+
+def check_entry_tags(k, entries, error):
+    """``error`` naming client k unless its entry tags are (n, 2) uint64."""
+    entries = np.asarray(entries)
     if entries.dtype != np.uint64 or entries.ndim != 2 or entries.shape[1] != 2:
-        raise HoldingsError(f"client {k}: entry tags must be (n, 2) uint64, got "
-                            f"{entries.dtype} of shape {entries.shape}")
+        raise error(f"client {k}: entry tags must be (n, 2) uint64, got {entries.dtype} "
+                    f"of shape {entries.shape}")
+    return entries
 
 
 def label_problems(n_samples, shared_ids, labels):

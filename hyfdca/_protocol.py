@@ -46,7 +46,7 @@ from hyfdca._checkpoint import CheckpointError, pickled, unpickled
 from hyfdca._encoding_range import (LANE_BITS, check_encoding_range, check_slot_capacity,
                                     packing_options)
 from hyfdca._client import Client
-from hyfdca._holdings import doubled_entry_candidates, entry_problems
+from hyfdca._holdings import check_entry_tags, doubled_entry_candidates, entry_problems
 from hyfdca._round import (draws_all_samples, eligible_samples, margins_are_local, plan_round,
                            sampling_streams, step_bits)
 from hyfdca._server import Server
@@ -54,15 +54,6 @@ from hyfdca._transport import InProcessTransport, MissingReplies
 from solvers import sign_labels
 
 CRYPTO_FIELDS = ("encrypt", "decrypt", "add", "multiply")
-
-
-def _entry_tags_of(k, reply):
-    """Client k's entry tags as the server needs them, else PredictionError."""
-    tags = np.asarray(reply.tags)
-    if tags.dtype != np.uint64 or tags.ndim != 2 or tags.shape[1] != 2:
-        raise PredictionError(f"client {k}: entry tags must be (n, 2) uint64, got "
-                              f"{tags.dtype} of shape {tags.shape}")
-    return tags
 
 
 class PredictionError(ValueError):
@@ -547,7 +538,8 @@ class HyFDCARun:
         tags = {}
         self._exchange("prediction: entry tags", np.array(sorted(asked)),
                        lambda k: msg.EntryTagRequest(*asked[k], tag),
-                       lambda k, reply: tags.__setitem__(k, _entry_tags_of(k, reply)))
+                       lambda k, reply: tags.__setitem__(
+                           k, check_entry_tags(k, reply.tags, PredictionError)))
         twice = entry_problems([tags.get(k, np.zeros((0, 2), np.uint64))
                                 for k in range(self.layout.n_clients)],
                                what="entries (new sample, feature)")

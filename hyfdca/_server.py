@@ -125,10 +125,10 @@ class Server:
     def check_holdings(self):
         """HoldingsError where the set-up's tags show holders that disagree on a label
         or an entry held twice (``hyfdca._holdings``); then keep only their digests."""
-        tags = self._holding_tags
+        tags, clients = self._holding_tags, sorted(self._holding_tags)
         check_holdings(self.n_samples,
-                       [self.sample_ids[k][self.norm_positions[k]] for k in sorted(tags)],
-                       [tags[k][0] for k in sorted(tags)], [tags[k][1] for k in sorted(tags)])
+                       [self.sample_ids[k][self.norm_positions[k]] for k in clients],
+                       [tags[k][0] for k in clients], [tags[k][1] for k in clients])
         self.holding_digests = {int(k): holdings_digest(*tags[k]) for k in tags}
         del self._holding_tags
 

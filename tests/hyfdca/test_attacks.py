@@ -17,8 +17,9 @@ LAM = 0.05
 N = 24
 
 
-def _transcript(cancer, crypto):
-    """A 2x2 hybrid run (12 samples x 15 features per client) with every exchange kept."""
+def _recorded_run(cancer, crypto):
+    """(data, run) of a 2x2 hybrid run (12 samples x 15 features per client) with every
+    exchange kept."""
     X, y = cancer
     fed = P.hybrid_grid(X[:N], y[:N], 2, 2)
     # squared loss: every dual keeps moving, so the pairs (a_k, v_k) span R^|I_k|
@@ -26,6 +27,11 @@ def _transcript(cancer, crypto):
     options = dict(n_length=512, insecure=True) if "paillier" in crypto else {}
     run, _ = run_hyfdca(fed, settings, max_rounds=30, eval_every=1, crypto=crypto,
                         crypto_options=options, record=True, seed=4)
+    return fed, run
+
+
+def _transcript(cancer, crypto):
+    fed, run = _recorded_run(cancer, crypto)
     return fed, run.transport.transcript
 
 
@@ -143,12 +149,7 @@ def test_an_encrypted_transcript_read_with_the_clients_keys_gives_the_data_away(
     """The positive control of the chance test above: the attacks read exactly the
     messages that carry the data (packed layouts included), so a reader holding the
     clients' key recovers every block; without it they see chance."""
-    X, y = cancer
-    fed = P.hybrid_grid(X[:N], y[:N], 2, 2)
-    settings = HyFDCASettings.from_variant("paper", loss="squared", lam=LAM, H=3)
-    options = dict(n_length=512, insecure=True) if "paillier" in crypto else {}
-    run, _ = run_hyfdca(fed, settings, max_rounds=30, eval_every=1, crypto=crypto,
-                        crypto_options=options, record=True, seed=4)
+    fed, run = _recorded_run(cancer, crypto)
     keys = run.clients[0].keys
     for k in range(4):
         truth = fed.blocks[k].X.toarray()
