@@ -30,6 +30,7 @@ from hyfdca._primal_change import add_row
 from hyfdca._round import line_search_terms, local_step
 
 _LIMIT = 2.0 ** 62  # the plain backend's codec: |encoded| < 2^max_bits
+_INT_LIMIT = np.int64(2 ** 62)
 
 
 @njit(cache=True, inline="always")
@@ -40,6 +41,17 @@ def _encode(x, scale, err):
         err[0] = 1
         return np.int64(0)
     return np.int64(r)
+
+
+@njit(cache=True, inline="always")
+def _add_checked(total, addend, err):
+    """total + addend, or err where the sum leaves the codec's range: checked after every
+    addition, as the plain backend checks each ciphertext addition, so the int64 sum of two
+    values below 2^62 never wraps and both engines refuse the same sums."""
+    total += addend
+    if not (-_INT_LIMIT < total < _INT_LIMIT):
+        err[0] = 1
+    return total
 
 
 @njit(cache=True, inline="always")
@@ -446,9 +458,7 @@ def _sum_holder_parts(i, samp_ptr, samp_hold, parts, err):
     """Enc(x_i . w): the sum of every holder's latest part of sample i (err on overflow)."""
     total = np.int64(0)
     for e in range(samp_ptr[i], samp_ptr[i + 1]):
-        total += parts[samp_hold[e]]
-    if not (abs(np.float64(total)) < _LIMIT):
-        err[0] = 1
+        total = _add_checked(total, parts[samp_hold[e]], err)
     return total
 
 
@@ -529,11 +539,9 @@ def dual_aggregation(avail_mask, B, R, n_union, stamp):
             if avail_mask[hold_client[h]]:
                 count += 1
             if hold_mark[h] == stamp:
-                total += upd[h]
+                total = _add_checked(total, upd[h], err)
                 hit = True
                 received += 1
-        if not (abs(np.float64(total)) < _LIMIT):
-            err[0] = 1
         enc_delta[i] = total
         present[i] = count
         touched[i] = stamp if hit else touched[i]
@@ -620,10 +628,7 @@ def apply_step(R, n_union, stamp, duals, m, multiply, version):
                 if not (abs(np.float64(step) * np.float64(m)) < _LIMIT):
                     err[0] = 1
                 step = step * m
-            total = enc_alpha[i] + step
-            if not (abs(np.float64(total)) < _LIMIT):
-                err[0] = 1
-            enc_alpha[i] = total
+            enc_alpha[i] = _add_checked(enc_alpha[i], step, err)
         changed_at[i] = version
     return n_touched
 

@@ -338,6 +338,31 @@ def test_overflow_is_an_error_that_says_diverged(small):
                    engine="batched")
 
 
+
+@pytest.mark.parametrize("parts,refused", [
+    ((0.84, 0.84, 0.84, 0.84), True),    # int64 would wrap past 2^63 and land in range
+    ((0.75, 0.75, -0.75), True),         # the second partial sum leaves the range
+    ((0.75, -0.75, 0.75), False),        # no partial sum does
+])
+def test_holder_parts_are_summed_with_every_addition_checked(parts, refused):
+    """Each holder's part x_i^k . w fits the codec (|encoded| < 2^62); the batched engine
+    refuses the sum wherever the message protocol's backend refuses one of its additions
+    (in holder order), and an int64 sum never wraps back into range."""
+    N = 8
+    X, y = np.ones((N, len(parts))), np.where(np.arange(N) % 2 == 0, 1.0, -1.0)
+    fed = P.vertical(X, y, len(parts))
+    settings = HyFDCASettings.from_variant("paper", lam=0.1, H=N)
+    w = np.array(parts) * 2.0 ** 62 / 2.0 ** 32   # encoded parts at these shares of 2^62
+    outcomes = []
+    for run in (HyFDCARun(fed, settings, seed=0), BatchedHyFDCA(fed, settings, seed=0)):
+        (run.server if isinstance(run, HyFDCARun) else run).w[:] = w
+        try:
+            run.step()
+            outcomes.append(False)
+        except OverflowError:
+            outcomes.append(True)
+    assert outcomes == [refused, refused]
+
 def _cupy_or_skip():
     try:
         import cupy
