@@ -263,6 +263,8 @@ class BatchedHyFDCA:
     # --- checkpoints ----------------------------------------------------------------------
 
     _STRUCTURES = ("draws", "duals", "arrays", "scratch")
+    _PER_THREAD = frozenset({"draws.cand", "draws.picks", "draws.perm", "scratch.wk",
+                             "scratch.u", "scratch.dalpha"})
     _ARRAYS = ("w", "dw", "avail_mask", "shares", "point_w", "point_z", "zero_steps",
                "prox_centre", "prox_last_w", "dual_point_alpha", "dual_point_w")
 
@@ -293,9 +295,13 @@ class BatchedHyFDCA:
         return {"engine.npz": buffer.getvalue()}
 
     def _state_by_name(self):
-        """The arrays of the run's state by a name per structure and field."""
+        """The arrays of the run's state by a name per structure and field; not the
+        per-thread scratch, whose rows follow the machine's Numba threads and which holds
+        nothing between rounds (zeros and the identity), so a checkpoint resumes under
+        another thread count."""
         arrays = {f"{name}.{field}": value for name in self._STRUCTURES
-                  for field, value in getattr(self, name)._asdict().items()}
+                  for field, value in getattr(self, name)._asdict().items()
+                  if f"{name}.{field}" not in self._PER_THREAD}
         arrays.update({f"lists{i}.{field}": value for i, holdings in enumerate(self.lists)
                        for field, value in holdings._asdict().items()})
         arrays.update({name: getattr(self, name) for name in self._ARRAYS})

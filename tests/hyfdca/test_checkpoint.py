@@ -139,6 +139,26 @@ def test_resume_with_block_draws_gives_the_uninterrupted_bits(tmp_path, engine, 
                                         draw_block=3)
 
 
+def test_a_batched_checkpoint_resumes_under_another_numba_thread_count(tmp_path, monkeypatch):
+    """The batched engine's per-thread scratch (one row per Numba thread) is not state:
+    a run saved where Numba had 5 threads resumes where it has the machine's count (the
+    shapes were compared and the file refused), with the uninterrupted bits."""
+    import numba
+
+    fed, settings = job.problem()
+    settings = HyFDCASettings.from_variant("auto", lam=settings.lam, participation="fraction",
+                                           fraction=0.5, draw_block=3)
+    opts = dict(eval_every=2, engine="batched")
+    a, ha = run_hyfdca(fed, settings, max_rounds=6, **opts)
+    threads = numba.config.NUMBA_NUM_THREADS
+    monkeypatch.setattr(numba.config, "NUMBA_NUM_THREADS", threads + 3)
+    run_hyfdca(fed, settings, max_rounds=3, checkpoint=tmp_path, **opts)
+    monkeypatch.setattr(numba.config, "NUMBA_NUM_THREADS", threads)
+    b, hb = run_hyfdca(fed, settings, max_rounds=6, checkpoint=tmp_path, resume=True, **opts)
+    np.testing.assert_array_equal(a.model, b.model)
+    same_history(ha.state(), hb.state())
+
+
 @pytest.mark.parametrize("engine, crypto", [("protocol", "mask"), ("batched", "plain")])
 def test_resume_inside_the_proximal_outer_loop_gives_the_uninterrupted_bits(tmp_path, engine,
                                                                            crypto):
