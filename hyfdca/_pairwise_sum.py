@@ -41,7 +41,9 @@ def _block_sum(a, lo, n):
 def pairwise_sum(a, lo, n):
     """np.sum(a[lo:lo + n]) for float64, bit for bit: NumPy's pairwise summation (halves
     cut at multiples of 8 down to blocks of 128), without recursion (a recursive kernel
-    crashes when Numba loads it from its cache)."""
+    crashes when Numba loads it from its cache). One difference: a sum of no terms, or of
+    -0.0 terms only, is -0.0 here and +0.0 in np.sum (both engines call this kernel, so
+    they agree)."""
     if n <= 128:
         return _block_sum(a, lo, n)
     depth = 128
