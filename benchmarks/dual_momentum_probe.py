@@ -105,7 +105,7 @@ class FullRound:
             B = sp.csr_matrix(self.X[ids][:, block.feature_ids])
             part, q = np.asarray(B.multiply(B).sum(axis=1)).ravel(), self.q[ids]
             rho = correction_factors("norm", q, part)
-            weight = aggregation_weights("norm-share", fed.holder_counts[ids], q, part)
+            weight = aggregation_weights("norm-share", fed.holder_counts[ids], q, part, 32)
             position = np.full(self.n, -1, dtype=np.int64)
             position[ids] = np.arange(ids.size)
             self.clients.append((ids, B, rho, weight, position))

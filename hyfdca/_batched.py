@@ -181,7 +181,7 @@ class BatchedHyFDCA:
             samp_hold=np.argsort(hold_sample, kind="stable").astype(np.int64),  # sample
             y=y, q=q, partial_sq=partial, rho=correction_factors(s.rho, q, partial),
             update_weight=aggregation_weights(s.holder_weights, counts[hold_sample], q,
-                                              partial))
+                                              partial, self.frac_bits))
         self.local_margins = margins_are_local(counts)
         self.step_bits = step_bits(s)
         self.params = Params(alpha_scale=2.0 ** -(self.frac_bits + self.step_bits),

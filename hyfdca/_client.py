@@ -314,7 +314,7 @@ class Client:
         self.q = q
         self.rho = correction_factors(self.settings.rho, q, self.partial)
         self.update_weight = aggregation_weights(self.settings.holder_weights, self._counts,
-                                                 q, self.partial)
+                                                 q, self.partial, self.keys.codec.frac_bits)
         self.inv_holders = 1.0 / self._counts.astype(np.float64)
         return msg.SetupDone(float(np.max(q, initial=0.0)),
                              float(np.max(np.abs(self.y), initial=0.0)))

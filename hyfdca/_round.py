@@ -167,7 +167,13 @@ def local_dual_method(data, indices, indptr, y, alpha, z, sq_norms, rho, order, 
 
 # --- aggregation ----------------------------------------------------------------------
 
-def aggregation_weights(rule, holder_counts, sq_norms, partial_sq_norms):
+# below q_i = 2^(EXACT_SHARE_BITS - f) the norm-share weights take the holders' parts as
+# the set-up encoded them (aggregation_weights); every benchmark data set's rows are above
+# (q_i >= 0.99 where not empty), and keep their bits
+EXACT_SHARE_BITS = 24
+
+
+def aggregation_weights(rule, holder_counts, sq_norms, partial_sq_norms, frac_bits):
     """The weight p_i^k by which holder k scales its dalpha_i; the server's sum is the
     weighted mean sum_k p_i^k dalpha_i^k over holders, absent holders counting as 0, and
     sum_k p_i^k = 1 over all holders of i, so alpha_i + Delta_i is a convex combination of
@@ -178,13 +184,23 @@ def aggregation_weights(rule, holder_counts, sq_norms, partial_sq_norms):
     row), so a holder whose part of the row is small, and whose local margin correction
     is therefore extrapolated furthest (with ``rho="norm"``, rho_i = 1 / p_i^k where its
     part is not empty), counts little; 1/|C_i| on an empty row, and exactly 1 for a
-    sample with one holder (as "equal")."""
+    sample with one holder (as "equal").
+
+    q_i of a shared sample is the sum of the parts as encoded at the set-up (each rounded
+    to 2^-f, ``frac_bits``), so the exact parts' shares add up to 1 only within |C_i|
+    2^-(f+1) / q_i: where q_i < 2^(EXACT_SHARE_BITS - f) (2^-8 at f = 32) each share is
+    of the part as encoded, and the shares add up to 1 to rounding whatever the data's
+    scale (rows of squared norm 1e-9 had shares adding up to 1.75, and alpha left its box
+    by 2%); above, within |C_i| 2^-25 of 1, as before."""
     counts = np.asarray(holder_counts, dtype=np.float64)
     equal = 1.0 / counts
     if rule == "equal":
         return equal
     q = np.asarray(sq_norms, dtype=np.float64)
-    return np.divide(partial_sq_norms, q, out=equal, where=(q > 0) & (counts > 1))
+    parts = np.asarray(partial_sq_norms, dtype=np.float64)
+    encoded = np.ldexp(np.round(np.ldexp(parts, frac_bits)), -frac_bits)  # as FixedPoint
+    parts = np.where(q < 2.0 ** (EXACT_SHARE_BITS - frac_bits), encoded, parts)
+    return np.divide(parts, q, out=equal, where=(q > 0) & (counts > 1))
 
 
 # --- the line search ------------------------------------------------------------------

@@ -204,7 +204,7 @@ def test_the_holder_weights_reach_the_engines_and_change_the_run(small):
         run = BatchedHyFDCA(fed, settings, seed=0)
         B = run.blocks
         expected = aggregation_weights(rule, fed.holder_counts[B.hold_sample], B.q,
-                                       B.partial_sq)
+                                       B.partial_sq, run.frac_bits)
         np.testing.assert_array_equal(B.update_weight, expected)
         message_run = HyFDCARun(fed, settings, seed=0)
         for k, client in enumerate(message_run.clients):

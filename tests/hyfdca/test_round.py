@@ -180,7 +180,7 @@ def test_norm_share_weights_partition_each_row_among_its_holders():
         counts = fed.holder_counts[b.sample_ids]
         for rule, total in totals.items():
             weights = aggregation_weights(rule, counts, fed.sq_row_norms[b.sample_ids],
-                                          partial)
+                                          partial, 32)
             total[b.sample_ids] += weights
             if rule == "equal":
                 assert np.array_equal(weights, 1.0 / counts)
@@ -196,9 +196,34 @@ def test_norm_share_weights_partition_each_row_among_its_holders():
         partial = np.asarray(b.X.multiply(b.X).sum(axis=1)).ravel()
         assert np.all(aggregation_weights("norm-share", horizontal.holder_counts[b.sample_ids],
                                           horizontal.sq_row_norms[b.sample_ids],
-                                          partial) == 1.0)
+                                          partial, 32) == 1.0)
     with pytest.raises(ValueError, match="holder_weights"):
         HyFDCASettings.from_variant("paper", holder_weights="norm")
+
+
+def test_norm_share_weights_add_up_to_one_on_rows_of_tiny_norm():
+    """q_i is the sum of the holders' parts as the set-up encoded them (2^-32 each): on
+    rows of squared norm a few 2^-32 the exact parts' shares added up to 0.5-1.8 and
+    alpha left its box; the shares of the encoded parts add up to 1 in both engines, and
+    alpha y stays in [0, 1] (to the updates' rounding)."""
+    from feddata import partition as P
+    from hyfdca import BatchedHyFDCA, HyFDCARun, HyFDCASettings, run_hyfdca
+
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(60, 8)) * 1e-5   # q_i about 3.5 x 2^-32
+    y = np.where(rng.random(60) < 0.5, 1.0, -1.0)
+    fed = P.hybrid_grid(X, y, 2, 2)
+    settings = HyFDCASettings.from_variant("auto", lam=1e-4)
+    message_run = HyFDCARun(fed, settings, seed=0)
+    total = np.zeros(60)
+    for client in message_run.clients:
+        total[client.sample_ids] += client.update_weight
+    np.testing.assert_allclose(total, 1.0, rtol=0, atol=1e-12)
+    batched = BatchedHyFDCA(fed, settings, seed=0).blocks
+    np.testing.assert_allclose(np.bincount(batched.hold_sample, batched.update_weight), 1.0,
+                               rtol=0, atol=1e-12)
+    run, _ = run_hyfdca(fed, settings, max_rounds=50, eval_every=10, engine="batched")
+    assert np.max(run.alpha * y) <= 1.0 + 2.0 ** -30
 
 
 def test_prox_auto_sets_kappa_from_the_disclosed_norm_and_caps_it():
