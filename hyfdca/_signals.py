@@ -1,5 +1,6 @@
 """Ctrl-C and SIGTERM for long runs: stop after the current round, keep the work."""
 
+import os
 import signal
 import sys
 
@@ -18,10 +19,16 @@ def raise_terminated(signum, frame):
 class GracefulStop:
     """Within the block, the first SIGINT or SIGTERM asks the run to stop after its
     current round (``stop()`` turns True and ``signal`` records which); a second one
-    aborts at once (KeyboardInterrupt, :class:`Terminated` for SIGTERM)."""
+    aborts at once. With ``abort_notice`` (terminated -> text) the abort prints that text
+    and ends the process with the signal's exit code there and then: raising from the
+    handler lands wherever the main thread is, inside Numba's compiler too, which then
+    crashed the process (SIGSEGV) instead of exiting 143; a checkpoint is written
+    atomically, so nothing saved is lost. Without it the second signal raises
+    KeyboardInterrupt (:class:`Terminated` for SIGTERM)."""
 
-    def __init__(self):
+    def __init__(self, abort_notice=None):
         self.signal = None
+        self.abort_notice = abort_notice
         self._previous = {}
 
     def __call__(self):
@@ -29,7 +36,11 @@ class GracefulStop:
 
     def _handle(self, signum, frame):
         if self.signal is not None:
-            raise Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
+            if self.abort_notice is None:
+                raise Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
+            sys.stdout.flush()
+            print(self.abort_notice(signum == signal.SIGTERM), file=sys.stderr, flush=True)
+            os._exit(EXIT_CODES[signum])
         self.signal = signal.Signals(signum)
         print(f"\n{self.signal.name}: stopping after this round to save the work "
               f"(send it again to abort at once)", file=sys.stderr, flush=True)

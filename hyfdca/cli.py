@@ -74,7 +74,7 @@ def cmd_train(args):
     print(f"{settings.variant} variant, loss={args.loss}, lam={args.lam:g}, "
           f"participation={args.participation} ({args.fraction:g}), P* = {p_star:.8f}")
     diverged = None
-    with GracefulStop() as stop:
+    with GracefulStop(abort_notice=lambda terminated: _abort_notice(args, terminated)) as stop:
         try:
             run, history = run_hyfdca(
                 fed, settings, max_rounds=args.rounds, tol=args.tol, rel_tol=args.rel_tol,
@@ -603,6 +603,11 @@ def build_parser():
     return parser
 
 
+def _abort_notice(args, terminated):
+    """The last line of a run ended by a signal at once: what it leaves."""
+    return f"\nhyfdca: {'terminated' if terminated else 'interrupted'}{_saved_work(args)}"
+
+
 def _saved_work(args):
     """What an abort leaves: the last checkpoint of a ``run`` or ``demo``, if any."""
     if args.func is not cmd_train:
@@ -625,10 +630,9 @@ def main(argv=None):
     except (ValueError, OSError) as err:  # bad input: the library's message, no traceback
         print(f"hyfdca {args.command}: error: {err}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt as err:  # before a run's graceful stop, or a second signal
+    except KeyboardInterrupt as err:  # before a run's graceful stop
         terminated = isinstance(err, Terminated)
-        print(f"\nhyfdca: {'terminated' if terminated else 'interrupted'}"
-              f"{_saved_work(args)}", file=sys.stderr)
+        print(_abort_notice(args, terminated), file=sys.stderr)
         return 143 if terminated else 130
     finally:
         signal.signal(signal.SIGTERM, previous)
