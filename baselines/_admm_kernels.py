@@ -1,7 +1,8 @@
 """Numba kernels for block-splitting ADMM: the proximal operator of each per-sample loss.
 
-For a sample with label b and the scaled step t = 1 / (rho N), the prox of
-f_i(y) = l(y, b) / N with penalty rho is
+For a sample with label b and the step t = 1 / rho, the prox of f_i(y) = l(y, b) with
+penalty rho (``baselines.admm`` solves the problem scaled by N: the sum of the losses)
+is
 
     prox(v) = argmin_y  t l(y, b) + (1/2) (y - v)^2.
 

@@ -130,7 +130,8 @@ class BlockSplittingADMM(ConvexBaseline):
     loss, lam, smoothing : the L2-regularised problem, as for HyFDCA
     rho : float, default=1.0
         ADMM penalty (> 0).
-    participation, fraction, seed : as for HyFDCA; only full participation is accepted.
+    participation, fraction, seed : as for HyFDCA; only where every client takes part in
+        every round (``Participation.everyone_each_round``).
 
     Attributes
     ----------
@@ -143,11 +144,11 @@ class BlockSplittingADMM(ConvexBaseline):
     def __init__(self, dataset, *, rho=1.0, **kwargs):
         super().__init__(dataset, **kwargs)
         part = self.participation
-        if not (part.kind == "full" or part.fraction == 1.0):
+        if not part.everyone_each_round:
             raise ValueError(
-                f"block-splitting ADMM needs every client in every iteration (full "
-                f"participation); got participation={part.kind!r} with fraction "
-                f"{part.fraction:g}")
+                f"block-splitting ADMM needs every client in every iteration; got "
+                f"participation={part.kind!r} with fraction {part.fraction:g} of "
+                f"{part.n_clients} clients")
         check_positive(rho, "rho")
         self.rho = float(rho)
         n, d = dataset.n_samples, dataset.n_features

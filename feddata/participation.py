@@ -51,6 +51,14 @@ class Participation:
             self.cycles = [np.sort(s) for s in
                            np.array_split(self.rng.permutation(n_clients), n_subsets)]
 
+    @property
+    def everyone_each_round(self):
+        """Whether every client takes part in every round: full participation, a fraction
+        with round(f K) = K (f = 0.9 of 4 clients), or cyclic turns in one subset."""
+        if self.kind == "cyclic":
+            return len(self.cycles) == 1
+        return self.kind == "full" or round(self.fraction * self.n_clients) >= self.n_clients
+
     def available(self, round_):
         """Sorted ids of the clients available in round ``round_`` (call once per round,
         in order: the fraction model draws from the stream)."""

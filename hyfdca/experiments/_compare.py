@@ -22,7 +22,7 @@ import numpy as np
 
 from feddata.history import History
 from hyfdca.experiments._methods import (DIVERGENCE_ERRORS, applicable, default_params,
-                                         run_method)
+                                         run_method, sgd_step_limit)
 from hyfdca.experiments._metrics import evaluated
 from hyfdca.experiments._run_many import run_many
 from hyfdca.experiments._search import tune
@@ -65,7 +65,8 @@ def compare(name, problem, methods, *, rounds, tune_rounds, max_candidates=8,
     ``n_jobs`` runs at once (joblib processes, each run's BLAS on one thread; the same
     result as one after the other): each method's candidates, then the long runs in two
     batches (equal iterations; then equal time and the defaults). A long run that
-    diverges is left out of its mode and recorded in ``diverged``; a method whose run of
+    diverges (an overflow, or a primal that is no longer finite) is left out of its mode
+    and recorded in ``diverged``; a method whose run of
     equal iterations diverged has no run of equal time."""
     if baseline_candidates is None:
         baseline_candidates = max_candidates
@@ -79,6 +80,7 @@ def compare(name, problem, methods, *, rounds, tune_rounds, max_candidates=8,
     diverged = {}
 
     def long_runs(calls):   # {(mode, method): History} of [(mode, method, params, rounds)]
+        n_rounds = {(mode, m): n for mode, m, _, n in calls}
         outcomes = run_many(run, problem, [
             (m, params, dict(rounds=n, eval_every=eval_every, costs=costs))
             for _, m, params, n in calls], n_jobs)
@@ -86,13 +88,17 @@ def compare(name, problem, methods, *, rounds, tune_rounds, max_candidates=8,
         for (mode, m, *_), outcome in zip(calls, outcomes):
             if isinstance(outcome, DIVERGENCE_ERRORS):
                 diverged[mode, m] = f"{type(outcome).__name__}: {outcome}"
+            elif not np.all(np.isfinite(evaluated(outcome, "iterate_primal")[1])):
+                # a baseline stops at a non-finite primal without raising
+                diverged[mode, m] = (f"its primal is not finite after round "
+                                     f"{len(outcome.rounds)} of {n_rounds[mode, m]}")
             else:
                 finished[mode, m] = outcome
         return finished
 
     by_iteration = {m: history for (_, m), history in long_runs(
         [("iteration", m, params, rounds) for m, params in viable.items()]).items()}
-    defaults = {m: default_params(m, problem.lam) for m in viable}
+    defaults = {m: default_params(m, problem.lam, sgd_step_limit(problem)) for m in viable}
     later = [("defaults", m, defaults[m], rounds)
              for m, params in viable.items() if params != defaults[m]]
     budget = (by_iteration["HyFDCA"].simulated_time(latency)[-1]

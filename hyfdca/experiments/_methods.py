@@ -28,6 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from baselines import D3CA, BlockSplittingADMM, FedAvg, HyFEMLinear, run_baseline
+from feddata.participation import Participation
 from hyfdca._run import run_hyfdca
 from hyfdca._settings import HyFDCASettings
 
@@ -82,29 +83,53 @@ BASELINES = {"FedAvg": FedAvg, "HyFEM": HyFEMLinear, "D3CA": D3CA, "ADMM": Block
 
 def applicable(method, problem):
     """False where a method cannot run the problem: ADMM needs every client every round."""
-    return method != "ADMM" or problem.participation == "full" or problem.fraction >= 1.0
+    return method != "ADMM" or Participation(
+        problem.participation, problem.fraction, problem.dataset.n_clients,
+        problem.seed).everyone_each_round
 
 
-def default_params(method, lam):
+# the largest curvature of a sample's loss in its margin, l''(z) <= c: where the gradient
+# is not bounded (the squared losses) an SGD step above 1 / (c max_i q_i) blows up
+_LOSS_CURVATURE = {"squared": 1.0, "squared_hinge": 2.0}
+
+
+def sgd_step_limit(problem):
+    """The largest first SGD step a / b the problem's loss allows: 1 / (c max_i q_i) for
+    the squared and squared hinge losses (c = 1, 2: a step above 2 / L, L = c max_i q_i +
+    lam, diverges); none (inf) for losses with a bounded gradient, where the Pegasos step
+    a = 1 / (strong convexity) is safe."""
+    curvature = _LOSS_CURVATURE.get(problem.loss)
+    largest = float(np.max(problem.dataset.sq_row_norms, initial=0.0))
+    if curvature is None or largest == 0.0:
+        return np.inf
+    return 1.0 / (curvature * largest)
+
+
+def default_params(method, lam, step_limit=np.inf):
     """The first candidate of a search: HyFDCA's variant defaults; for the SGD baselines
     one local epoch with the Pegasos step a / (b + t), a = 1 / (strong convexity), b = 10:
-    a = 1/lam for FedAvg, 1/(lam + mu) for HyFEM (mu = 0.5)."""
+    a = 1/lam for FedAvg, 1/(lam + mu) for HyFEM (mu = 0.5); b raised to a / step_limit
+    where the first step a / b would pass ``step_limit`` (:func:`sgd_step_limit`: the
+    squared losses)."""
     if method == "FedAvg":
-        return dict(iic=1.0, a=1.0 / lam, b=10.0)
+        a = 1.0 / lam
+        return dict(iic=1.0, a=a, b=max(10.0, a / step_limit))
     if method == "HyFEM":
-        return dict(iic=1.0, a=1.0 / (lam + 0.5), b=10.0, mu=0.5)
+        a = 1.0 / (lam + 0.5)
+        return dict(iic=1.0, a=a, b=max(10.0, a / step_limit), mu=0.5)
     return {}
 
 
-def draw_params(method, rng, lam):
-    """One random draw from the method's space; step sizes kept stable (a lam / b < 1)."""
+def draw_params(method, rng, lam, step_limit=np.inf):
+    """One random draw from the method's space; step sizes kept stable (a (lam + mu) / b
+    <= 1/2, and a / b <= ``step_limit``)."""
     spaces = SPACES[method]
     params = {name: space.draw(rng) for name, space in spaces.items()}
     convexity = lam + params.get("mu", 0.0)
     params.update({name: params[name] / convexity for name, space in spaces.items()
                    if space.per_convexity})
     if "a" in params:
-        limit = 0.5 * params["b"] / convexity
+        limit = min(0.5 * params["b"] / convexity, step_limit * params["b"])
         params["a"] = min(params["a"], limit)
     return params
 

@@ -17,7 +17,7 @@ import numpy as np
 
 from hyfdca.experiments._gra import grey_relational_grades
 from hyfdca.experiments._methods import (ALL_METHODS, DIVERGENCE_ERRORS, default_params,
-                                         draw_params, run_method)
+                                         draw_params, run_method, sgd_step_limit)
 from hyfdca.experiments._metrics import LARGER_IS_BETTER, METRIC_NAMES, diverged, \
     selection_metrics
 from hyfdca.experiments._run_many import run_many
@@ -38,8 +38,9 @@ def draws(method, problem, max_candidates, *, seed=0, stream=""):
     ``seed``, the method and ``stream``."""
     rng = np.random.default_rng([seed, 7, ALL_METHODS.index(method),
                                  zlib.crc32(stream.encode())])
-    return [default_params(method, problem.lam) if i == 0
-            else draw_params(method, rng, problem.lam) for i in range(max_candidates)]
+    limit = sgd_step_limit(problem)
+    return [default_params(method, problem.lam, limit) if i == 0
+            else draw_params(method, rng, problem.lam, limit) for i in range(max_candidates)]
 
 
 def tune(method, problem, *, rounds, max_candidates=8, budget_seconds=None, costs=None,

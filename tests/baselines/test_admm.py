@@ -112,8 +112,22 @@ def test_block_copies_agree_with_the_consensus_at_convergence(small):
 @pytest.mark.parametrize("kwargs", [dict(participation="fraction", fraction=0.5),
                                     dict(participation="cyclic", fraction=0.5)])
 def test_partial_participation_is_refused(small, kwargs):
-    with pytest.raises(ValueError, match="full participation"):
+    with pytest.raises(ValueError, match="needs every client in every iteration"):
         BlockSplittingADMM(P.hybrid_grid(*small, 2, 2), **kwargs)
+
+
+@pytest.mark.parametrize("kwargs", [dict(participation="fraction", fraction=0.9),
+                                    dict(participation="cyclic", fraction=1.0)])
+def test_a_fraction_that_draws_every_client_runs_as_full_participation(small, kwargs):
+    """round(0.9 x 4) = 4 clients, or one cyclic subset: every client in every round, so
+    ADMM runs, with the bits of full participation (it was refused for f < 1)."""
+    fed = P.hybrid_grid(*small, 2, 2)
+    full = BlockSplittingADMM(fed)
+    drawn = BlockSplittingADMM(fed, **kwargs)
+    for _ in range(3):
+        full.step()
+        drawn.step()
+    np.testing.assert_array_equal(full.w, drawn.w)
 
 
 def test_round_record_and_bad_rho(small):

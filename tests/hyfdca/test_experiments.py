@@ -13,7 +13,8 @@ from feddata.history import History
 from hyfdca._signals import Terminated
 from hyfdca.cli import main
 from hyfdca.experiments._compare import truncate_by_time
-from hyfdca.experiments._methods import charge_compute, charge_encryption, default_params
+from hyfdca.experiments._methods import (charge_compute, charge_encryption, default_params,
+                                         sgd_step_limit)
 from hyfdca.experiments._report import summary_rows, tuning_table
 from hyfdca.experiments._metrics import diverged
 
@@ -630,6 +631,56 @@ def test_a_long_run_that_diverges_is_recorded_and_the_comparison_goes_on(problem
     if method == "HyFDCA":
         assert "| diverged |" in table and wins_iter == 0
     assert method not in E.with_defaults(comp) or mode != "defaults"
+
+
+@pytest.mark.parametrize("mode", ["iteration", "defaults"])
+def test_a_baseline_run_whose_primal_stops_being_finite_is_recorded_as_diverged(mode):
+    """run_baseline stops at a non-finite primal without raising: such a long run is
+    left out of its mode and named in ``diverged`` (its short history entered the
+    comparison, the verdict's column of every method at its defaults among them)."""
+    fed, validation, p_star = E.prepare("breast_cancer", "2x2", lam=1e-2, loss="squared")
+    problem = E.Problem(fed, "squared", 1e-2, "full", 1.0, p_star, validation,
+                        deterministic=True)
+    options = dict(rounds=20, tune_rounds=10, max_candidates=3, eval_every=5)
+    whole = E.compare("s", problem, ["HyFDCA", "FedAvg"], **options)
+    defaults = default_params("FedAvg", problem.lam, sgd_step_limit(problem))
+    assert whole.tunings["FedAvg"].params != defaults   # both modes run
+
+    def run(m, prob, params, *, rounds, **kwargs):
+        in_mode = rounds == options["rounds"] and (params == defaults) == (mode == "defaults")
+        if m == "FedAvg" and in_mode:   # steps near 99 for an epoch a round: blow up
+            params = dict(params, iic=1.0, a=0.99e6 / prob.lam, b=1e6)
+        return E.run_method(m, prob, params, rounds=rounds, **kwargs)
+
+    comp = E.compare("s", problem, ["HyFDCA", "FedAvg"], run=run, **options)
+    assert list(comp.diverged) == [(mode, "FedAvg")]
+    assert comp.diverged[mode, "FedAvg"].startswith("its primal is not finite after round ")
+    kept = comp.by_iteration if mode == "iteration" else comp.at_defaults
+    assert "FedAvg" not in kept and "HyFDCA" in comp.by_iteration
+
+
+@pytest.mark.parametrize("loss", ["squared", "squared_hinge"])
+def test_the_sgd_defaults_do_not_blow_up_on_the_squared_losses(loss):
+    """The Pegasos step a = 1/lam at b = 10 suits losses with a bounded gradient; on the
+    squared losses its first steps passed 2 / L and FedAvg and HyFEM at their defaults
+    reached an infinite primal within 5 rounds. b is raised to a c max_i q_i there (the
+    first step 1 / L); the hinge keeps its defaults."""
+    fed, validation, p_star = E.prepare("breast_cancer", "2x2", lam=1e-2, loss=loss)
+    problem = E.Problem(fed, loss, 1e-2, "full", 1.0, p_star, validation)
+    limit = sgd_step_limit(problem)
+    assert limit == 1.0 / ({"squared": 1.0, "squared_hinge": 2.0}[loss]
+                           * fed.sq_row_norms.max())
+    for method in ("FedAvg", "HyFEM"):
+        params = default_params(method, problem.lam, limit)
+        assert params["a"] / params["b"] <= limit * (1 + 1e-12)
+        history = E.run_method(method, problem, params, rounds=50, eval_every=10)
+        assert len(history.rounds) == 50
+        assert np.all(np.isfinite([e["primal"] for e in history.evaluations.values()]))
+        assert history.last_evaluation["relative_loss"] < history.evaluations[0][
+            "relative_loss"]
+    hinge = dataclasses.replace(problem, loss="hinge")
+    assert sgd_step_limit(hinge) == np.inf
+    assert default_params("FedAvg", 1e-2, np.inf) == dict(iic=1.0, a=100.0, b=10.0)
 
 
 def test_the_verdict_says_not_run_where_hyfdca_was_left_out(problem):
