@@ -15,8 +15,8 @@ import numpy as np
 
 from feddata.history import History
 from feddata.participation import Participation
-from solvers import (check_classification_labels, check_positive, is_whole, loss_code,
-                     primal_objective, sign_labels)
+from solvers import (check_classification_labels, check_positive, check_validation_set,
+                     is_whole, loss_code, primal_objective, sign_labels)
 
 
 class ConvexBaseline:
@@ -64,9 +64,7 @@ def run_baseline(method, *, max_rounds=100, eval_every=1, p_star=None, validatio
     for name, value, least in (("max_rounds", max_rounds, 0), ("eval_every", eval_every, 1)):
         if not (is_whole(value) and value >= least):
             raise ValueError(f"{name} must be a whole number >= {least}, got {value!r}")
-    if validation is not None and validation[0].shape[1] != method.dataset.n_features:
-        raise ValueError(f"the validation set has {validation[0].shape[1]} features, the "
-                         f"training data {method.dataset.n_features}")
+    check_validation_set(validation, method.dataset.n_features, method.loss)
     X, y = method.dataset.reassemble()
     history = History(p_star=p_star)
 

@@ -11,7 +11,7 @@ from hyfdca._checkpoint import (CheckpointError, check_same_run, dataset_fingerp
                                 latest_checkpoint, load_checkpoint, save_checkpoint)
 from hyfdca._protocol import HyFDCARun
 from hyfdca._transport import MissingReplies
-from solvers import is_whole, sign_labels
+from solvers import check_validation_set, is_whole, sign_labels
 
 ENGINES = ("protocol", "batched")
 
@@ -60,9 +60,10 @@ def run_hyfdca(dataset, settings, *, max_rounds=100, tol=None, rel_tol=None, eva
         raise ValueError(f"engine must be one of {ENGINES}, got {engine!r}")
     check_run_arguments(max_rounds, eval_every, tol, rel_tol, checkpoint, checkpoint_every,
                          resume, frac_bits, seed)
-    if validation is not None and validation[0].shape[1] != dataset.n_features:
-        raise ValueError(f"run_hyfdca: the validation set has {validation[0].shape[1]} "
-                         f"features, the training data {dataset.n_features}")
+    try:
+        check_validation_set(validation, dataset.n_features, settings.loss)
+    except ValueError as err:
+        raise ValueError(f"run_hyfdca: {err}") from None
     if engine == "batched" and (crypto != "plain" or record or transport is not None):
         raise ValueError(f"engine='batched' runs the plaintext protocol without messages "
                          f"(crypto='plain', record=False, no transport); got "

@@ -42,7 +42,8 @@ from solvers._sdca import (
     sign_labels,
 )
 from solvers._validation import (as_csr, check_classification_labels, check_finite,
-                                 check_labels, check_positive, is_whole)
+                                 check_labels, check_positive, check_validation_set,
+                                 is_whole)
 
 __all__ = [
     "CLASSIFICATION_LOSSES",
@@ -64,6 +65,7 @@ __all__ = [
     "check_finite",
     "check_labels",
     "check_positive",
+    "check_validation_set",
     "coordinate_step",
     "default_cache_dir",
     "encode_targets",

@@ -111,3 +111,21 @@ def check_classification_labels(y, loss):
             f"loss {loss!r} needs labels -1 and +1, but {bad.size} sample(s) (first: sample "
             f"{bad[0]}) have other values; labels found: {shown}. Map them first (0/1 "
             f"labels: y = 2 y - 1), or fit HyFDCAClassifier, which encodes any two classes")
+
+
+def check_validation_set(validation, n_features, loss):
+    """A validation set (X_val, y_val) that fits the training problem: n_features
+    columns, one finite label per row, -1 and +1 under a classification loss (its
+    accuracy is sign(X_val w) == y_val: 0/1 labels read every 0 as a miss). ValueError
+    naming the problem; None passes."""
+    if validation is None:
+        return
+    X, y = validation
+    if X.ndim != 2 or X.shape[1] != n_features:
+        raise ValueError(f"the validation set has {X.shape[1] if X.ndim == 2 else X.shape} "
+                         f"features, the training data {n_features}")
+    y = check_labels(y, X.shape[0], name="the validation labels")
+    try:
+        check_classification_labels(y, loss)
+    except ValueError as err:
+        raise ValueError(f"the validation set: {err}") from None

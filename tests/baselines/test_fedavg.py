@@ -168,7 +168,10 @@ def test_every_convex_baseline_refuses_what_hyfdca_refuses(small, method):
     for kwargs, message in ((dict(eval_every=0), "eval_every must be a whole number >= 1"),
                             (dict(max_rounds=2.5), "max_rounds must be a whole number >= 0"),
                             (dict(validation=(X[:, :20], y)), "the validation set has 20 "
-                                                               "features, the training data")):
+                                                               "features, the training data"),
+                            (dict(validation=(X, (y + 1) / 2)),
+                             r"the validation set: loss 'hinge' needs labels -1 and \+1"),
+                            (dict(validation=(X, y[:-1])), "the validation labels has")):
         with pytest.raises(ValueError, match=message):
             run_baseline(cls(fed, lam=LAM), **kwargs)
 

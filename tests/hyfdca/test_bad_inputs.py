@@ -45,6 +45,10 @@ def test_labels_outside_plus_minus_one_are_refused(small, labels, shown, engine)
     (dict(seed=-1), "seed must be a whole number >= 0, got -1"),
     (dict(validation=(np.zeros((3, 5)), np.ones(3))),
      "the validation set has 5 features, the training data"),
+    (dict(validation=(np.zeros((3, 30)), np.array([0.0, 1.0, 1.0]))),
+     "run_hyfdca: the validation set: loss 'hinge' needs labels -1 and +1"),
+    (dict(validation=(np.zeros((3, 30)), np.ones(4))),
+     "the validation labels has 4 entries but X has 3 samples"),
 ])
 def test_run_arguments_are_checked_before_any_work(small, arguments, message):
     fed = P.hybrid_grid(*small, 2, 2)
