@@ -6,7 +6,9 @@ intercept (regularised, value ``intercept_scaling = 1``, as liblinear does); Lin
 ``C = 1 / (lam N)``, ``loss="hinge"``, its default ``tol`` and ``max_iter`` raised to
 100,000 (at lam 1e-5 it still stops there). The estimator runs at its defaults: a 3x3
 hybrid split of the training set, full participation, plaintext (the batched engine),
-relative duality gap 1e-3.
+relative duality gap 1e-3. ``--loss logistic``: the logistic loss, against
+LogisticRegression with liblinear's solver (which regularises the intercept as well), the
+estimator on the message engine (the batched one has no logistic line search).
 
 Data: a9a (the shared copy: 48,842 rows) split by a seeded permutation
 into 2/3 training and 1/3 test rows. Per contender and lam: fit seconds (median of
@@ -16,6 +18,7 @@ set relative to the better of the two ((P - P_best) / P_best).
 
     python benchmarks/estimator_vs_linearsvc.py            # lam 1e-4 and 1e-5
     python benchmarks/estimator_vs_linearsvc.py --quick    # 10,000 rows, lam 1e-4
+    python benchmarks/estimator_vs_linearsvc.py --loss logistic
 
 Needs a9a (``../shared/data`` or ``HYFDCA_DATA``); without it the script says so and
 the headline's figures read ``not-run``. Last line: ``headline: fit_time_ratio=<hyfdca /
@@ -39,6 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np  # noqa: E402
 from sklearn.exceptions import ConvergenceWarning  # noqa: E402
+from sklearn.linear_model import LogisticRegression  # noqa: E402
 from sklearn.svm import LinearSVC  # noqa: E402
 
 from feddata.datasets import load_dataset, locate_dataset  # noqa: E402
@@ -72,16 +76,30 @@ def fit_timed(make, X, y, repeats):
     return float(np.median(times)), model, warned
 
 
-def objective(model, X, y, lam):
+def objective(model, X, y, lam, loss):
     """P(w, b) on the training set, the intercept regularised as liblinear does."""
     w = np.append(model.coef_.ravel(), model.intercept_[0])
     Xb = np.hstack([X.toarray(), np.ones((X.shape[0], 1))])
-    return float(primal_objective(Xb, y, w, loss="hinge", lam=lam))
+    return float(primal_objective(Xb, y, w, loss=loss, lam=lam))
+
+
+def contenders(loss, lam, n):
+    """{name: a fresh model} of the two contenders for ``loss``."""
+    if loss == "logistic":
+        return {"HyFDCAClassifier (3x3, logistic)": lambda: HyFDCAClassifier(
+                    lam=lam, loss="logistic"),
+                "LogisticRegression (liblinear)": lambda: LogisticRegression(
+                    solver="liblinear", C=1.0 / (lam * n), max_iter=100_000,
+                    random_state=SEED)}
+    return {"HyFDCAClassifier (3x3, defaults)": lambda: HyFDCAClassifier(lam=lam),
+            "LinearSVC (liblinear dual CD)": lambda: LinearSVC(
+                loss="hinge", C=1.0 / (lam * n), max_iter=100_000, random_state=SEED)}
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="10,000 rows, lam 1e-4")
+    parser.add_argument("--loss", choices=("hinge", "logistic"), default="hinge")
     parser.add_argument("--repeats", type=positive_int, default=3,
                         help="timed fits per contender (the median is shown)")
     args = parser.parse_args(argv)
@@ -99,18 +117,12 @@ def main(argv=None):
           f"{'test acc':>8} {'rel. P':>9}")
     headline = None
     for lam in lams:
-        n = X_train.shape[0]
-        contenders = {
-            "HyFDCAClassifier (3x3, defaults)": lambda: HyFDCAClassifier(lam=lam),
-            "LinearSVC (liblinear dual CD)": lambda: LinearSVC(
-                loss="hinge", C=1.0 / (lam * n), max_iter=100_000, random_state=SEED),
-        }
         results = {}
-        for name, make in contenders.items():
+        for name, make in contenders(args.loss, lam, X_train.shape[0]).items():
             seconds, model, warned = fit_timed(make, X_train, y_train, args.repeats)
             iters = int(np.max(model.n_iter_))
             results[name] = (seconds, iters, warned, model.score(X_test, y_test),
-                             objective(model, X_train, y_train, lam))
+                             objective(model, X_train, y_train, lam, args.loss))
         best = min(r[4] for r in results.values())
         for name, (seconds, iters, warned, acc, p) in results.items():
             print(f"{lam:>7g} {name:<34} {seconds:>8.2f} {iters:>7d} "

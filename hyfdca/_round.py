@@ -293,7 +293,10 @@ def line_search_step(shares, w, dw, lam, gamma):
     return float(np.clip((s1 - gamma * s2 - lam * float(w @ dw)) / curvature, 0.0, 1.0))
 
 
-LINE_SEARCH_GRID = np.linspace(0.0, 1.0, 33)
+# the logistic grid: 0, 1/32, ..., 1, and 2^-6, ..., 2^-16 below 1/32 (every point a
+# multiple of the step's 2^-16): with the uniform points alone a step g* under 1/64 was
+# taken as 0 for good, and the estimator's logistic fit on a9a stalled at lam 1e-4
+LINE_SEARCH_GRID = np.union1d(np.linspace(0.0, 1.0, 33), 2.0 ** -np.arange(6, 17))
 
 
 def grid_line_search_step(conj_gains, w, dw, lam, grid=LINE_SEARCH_GRID):
@@ -383,7 +386,7 @@ def conjugate_gain(settings, revealed, g):
     g^2 S3 / 2) (:func:`line_search_step`), or the grid's sum at g (logistic, whose step
     is a grid point: ``prox_adapt`` needs step_cap 1 there)."""
     if settings.loss == "logistic":
-        return float(revealed[int(round(g * (LINE_SEARCH_GRID.size - 1)))])
+        return float(revealed[int(np.searchsorted(LINE_SEARCH_GRID, g))])
     gamma = settings.curvature_of_conjugate
     s1, s2, s3 = revealed[:3]
     return float(g * s1 - gamma * (g * s2 + 0.5 * g * g * s3))

@@ -201,6 +201,19 @@ def test_norm_share_weights_partition_each_row_among_its_holders():
         HyFDCASettings.from_variant("paper", holder_weights="norm")
 
 
+@pytest.mark.parametrize("best", [0.2, 0.01, 3e-4, 2e-5])
+def test_the_logistic_grid_takes_a_small_best_step_within_a_factor_two(best):
+    """D concave in g with its maximum at ``best``: the grid's step is within a factor 2
+    of it (the uniform grid 0, 1/32, ..., 1 took every best step under 1/64 as 0, and a
+    logistic run stalled there for good); every grid point is a multiple of 2^-16."""
+    grid = LINE_SEARCH_GRID
+    assert grid[0] == 0.0 and grid[-1] == 1.0 and np.all(np.diff(grid) > 0)
+    assert np.array_equal(grid * 2.0 ** 16, np.round(grid * 2.0 ** 16))
+    gains = -(grid - best) ** 2 + best ** 2     # the conjugate's gain, w . dw = 0
+    g = grid_line_search_step(gains, np.zeros(1), np.zeros(1), 1e-4)
+    assert best / 2 <= g <= 2 * best
+
+
 def test_norm_share_weights_add_up_to_one_on_rows_of_tiny_norm():
     """q_i is the sum of the holders' parts as the set-up encoded them (2^-32 each): on
     rows of squared norm a few 2^-32 the exact parts' shares added up to 0.5-1.8 and
