@@ -76,6 +76,44 @@ def test_regressor_matches_the_ridge_closed_form(cancer):
     assert reg.score(X, y) > 0.95
 
 
+def test_frac_bits_auto_fits_targets_the_default_fixed_point_cannot_hold(cancer):
+    """Targets in the 1e5 range overflow the default 32 fractional bits ('auto' only
+    where 32 fits): "auto" takes the nearest frac_bits that holds the run and reaches
+    the ridge closed form; an explicit 32 is refused by name, with the remedy."""
+    from scipy.sparse import csr_matrix
+
+    X, _ = cancer
+    y = 1e5 * (X @ np.random.default_rng(0).normal(size=X.shape[1]))
+    options = dict(lam=0.1, partition="3x2", fit_intercept=False, tol=1e-9,
+                   max_rounds=1000)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        reg = HyFDCARegressor(**options).fit(X, y)
+    expected = ridge_closed_form(csr_matrix(X), y, 0.1)
+    np.testing.assert_allclose(reg.coef_, expected, atol=1e-3 * np.abs(expected).max())
+    with pytest.raises(ValueError, match=r"fixed-point range: .* \(the estimator's "
+                                         r"frac_bits=32; standardising the features"):
+        HyFDCARegressor(frac_bits=32, **options).fit(X, y)
+
+
+def test_bool_targets_are_regressed_as_zero_and_one(cancer):
+    X, y = cancer
+    reg = HyFDCARegressor(lam=0.1, max_rounds=50, tol=None)
+    np.testing.assert_array_equal(reg.fit(X, y > 0).coef_,
+                                  reg.fit(X, (y > 0).astype(float)).coef_)
+
+
+def test_fit_federated_forgets_the_feature_names_of_an_earlier_fit(cancer):
+    X, y = cancer
+    for estimator, labels in ((HyFDCAClassifier(lam=1e-2, max_rounds=20, tol=None), y),
+                              (HyFDCARegressor(lam=1e-2, max_rounds=20, tol=None), y)):
+        estimator.fit(X, labels)
+        estimator.feature_names_in_ = np.array([f"f{j}" for j in range(X.shape[1])],
+                                               dtype=object)  # as a DataFrame leaves them
+        estimator.fit_federated(P.horizontal(X[:, :5], y, 2))
+        assert estimator.n_features_in_ == 5 and not hasattr(estimator, "feature_names_in_")
+
+
 def test_bad_partition_is_named(cancer):
     with pytest.raises(ValueError, match="unknown partition 'three'"):
         HyFDCAClassifier(partition="three").fit(*cancer)
