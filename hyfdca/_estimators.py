@@ -12,8 +12,10 @@ import warnings
 
 import numpy as np
 import scipy.sparse as sp
+from scipy.special import expit
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 from sklearn.exceptions import ConvergenceWarning
+from sklearn.utils.metaestimators import available_if
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
@@ -217,6 +219,9 @@ class HyFDCAClassifier(ClassifierMixin, _HyFDCABase):
     n_iter_ : int (most rounds over the one-vs-rest problems)
     history_ : History or list of History (one per one-vs-rest problem)
 
+    With ``loss="logistic"`` the classifier has ``predict_proba`` and
+    ``predict_log_proba`` (sigma of the scores; one-vs-rest normalised over the classes).
+
     References
     ----------
     Overman, Blum, Klabjan. A Primal-Dual Algorithm for Hybrid Federated Learning (2024).
@@ -249,7 +254,8 @@ class HyFDCAClassifier(ClassifierMixin, _HyFDCABase):
     def fit_federated(self, dataset, classes=None):
         """Train on a FederatedDataset whose labels are +-1 (binary), on its features as
         they are (no intercept column is added: ``intercept_`` is 0). ``classes``: the
-        two labels -1 and +1 stand for (default: -1.0 and 1.0)."""
+        two labels -1 and +1 stand for (default: -1.0 and 1.0); ``classes_`` holds them
+        sorted, the scores' sign turned where that swaps them."""
         labels = np.unique(dataset.labels)
         if not set(labels) <= {-1.0, 1.0} or labels.size != 2:
             raise ValueError(f"fit_federated needs labels -1 and +1, found {labels.tolist()}")
@@ -258,6 +264,8 @@ class HyFDCAClassifier(ClassifierMixin, _HyFDCABase):
                              f"{list(classes)!r}")
         w, self.history_, self.n_iter_ = self._train(dataset)
         self.classes_ = np.array([-1.0, 1.0]) if classes is None else np.asarray(classes)
+        if self.classes_[0] > self.classes_[1]:   # classes_ sorted, as scikit-learn's:
+            self.classes_, w = self.classes_[::-1], -w   # the score's sign follows
         self.coef_, self.intercept_ = w[None, :], np.zeros(1)
         self.n_features_in_ = dataset.n_features
         self._forget_feature_names()
@@ -274,6 +282,23 @@ class HyFDCAClassifier(ClassifierMixin, _HyFDCABase):
         if scores.ndim == 1:
             return self.classes_[(scores > 0).astype(int)]
         return self.classes_[np.argmax(scores, axis=1)]
+
+    @available_if(lambda self: self.loss == "logistic")
+    def predict_proba(self, X):
+        """Class probabilities of the logistic loss (its model of P(y = +1 | x) is
+        sigma(x.w + b)): [1 - p, p] for two classes; one-vs-rest's sigma of each score,
+        normalised over the classes, as scikit-learn's one-vs-rest LogisticRegression."""
+        scores = self.decision_function(X)
+        if scores.ndim == 1:
+            positive = expit(scores)
+            return np.column_stack([1.0 - positive, positive])
+        proba = expit(scores)
+        return proba / proba.sum(axis=1, keepdims=True)
+
+    @available_if(lambda self: self.loss == "logistic")
+    def predict_log_proba(self, X):
+        """log of :meth:`predict_proba`."""
+        return np.log(self.predict_proba(X))
 
 
 class HyFDCARegressor(RegressorMixin, _HyFDCABase):

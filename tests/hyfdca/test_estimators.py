@@ -148,6 +148,33 @@ def test_fit_federated_checks_its_classes(cancer):
             HyFDCAClassifier(max_rounds=2).fit_federated(fed, classes=classes)
     clf = HyFDCAClassifier(lam=1e-2, max_rounds=20).fit_federated(fed, classes=["no", "yes"])
     assert set(clf.predict(X)) <= {"no", "yes"}
+    # classes_ sorted as scikit-learn assumes; the predictions keep their meaning
+    swapped = HyFDCAClassifier(lam=1e-2, max_rounds=20).fit_federated(
+        fed, classes=["yes", "no"])
+    assert swapped.classes_.tolist() == ["no", "yes"]
+    np.testing.assert_array_equal(swapped.coef_, -clf.coef_)
+    np.testing.assert_array_equal(swapped.predict(X) == "yes", clf.predict(X) == "no")
+
+
+def test_predict_proba_of_the_logistic_loss(cancer, digits_small):
+    """The logistic loss models P(y = +1 | x) = sigma(x.w + b): two classes [1 - p, p];
+    one-vs-rest normalised as scikit-learn's; the other losses have no predict_proba."""
+    from scipy.special import expit
+
+    X, y = cancer
+    clf = HyFDCAClassifier(loss="logistic", lam=1e-2, max_rounds=50, tol=None).fit(X, y)
+    proba = clf.predict_proba(X)
+    np.testing.assert_allclose(proba[:, 1], expit(clf.decision_function(X)))
+    np.testing.assert_allclose(proba.sum(axis=1), 1.0)
+    np.testing.assert_array_equal(clf.classes_[proba.argmax(axis=1)], clf.predict(X))
+    np.testing.assert_allclose(clf.predict_log_proba(X), np.log(proba))
+    Xd, yd = digits_small
+    multi = HyFDCAClassifier(loss="logistic", lam=1e-2, max_rounds=30, tol=None).fit(Xd, yd)
+    proba = multi.predict_proba(Xd)
+    assert proba.shape == (Xd.shape[0], multi.classes_.size)
+    np.testing.assert_allclose(proba.sum(axis=1), 1.0)
+    np.testing.assert_array_equal(multi.classes_[proba.argmax(axis=1)], multi.predict(Xd))
+    assert not hasattr(HyFDCAClassifier(), "predict_proba")
 
 
 def test_logistic_with_the_default_variant(cancer):
