@@ -44,23 +44,25 @@ def frac_bits_range(settings, max_sq_norm, max_abs_y, n_parts, step_bits):
     STEP_PRECISION_BITS bits at f >= f_min, and alpha times a step of ``step_bits`` bits
     and q_i fit a sum's lane at f <= f_max. f_min is -inf for all-zero rows; f_min >
     f_max where no frac_bits holds both."""
+    return _range(settings, max_sq_norm, max_abs_y, n_parts, step_bits)[3:]
+
+
+def _range(settings, max_sq_norm, max_abs_y, n_parts, step_bits):
+    """(smallest unit step, largest value, lane capacity in bits, f_min, f_max)."""
     smallest = (math.inf if max_sq_norm == 0.0
                 else settings.lam_n / (settings.sigma_bound * max_sq_norm))
     largest = max(max(1.0, max_abs_y) * 2.0 ** step_bits, max_sq_norm)
     capacity = LANE_BITS - math.ceil(math.log2(max(n_parts, 1)))
     f_min = (-math.inf if smallest == math.inf
              else math.ceil(STEP_PRECISION_BITS - math.log2(smallest)))
-    return f_min, math.floor(capacity - math.log2(largest)) - 1
+    return smallest, largest, capacity, f_min, math.floor(capacity - math.log2(largest)) - 1
 
 
 def check_encoding_range(settings, max_sq_norm, max_abs_y, frac_bits, n_parts, step_bits):
     """FixedPointRangeError unless both values fit ``frac_bits`` (:func:`frac_bits_range`).
     Each client checks its own rows at set-up; the batched engine checks all rows."""
-    smallest = (math.inf if max_sq_norm == 0.0
-                else settings.lam_n / (settings.sigma_bound * max_sq_norm))
-    largest = max(max(1.0, max_abs_y) * 2.0 ** step_bits, max_sq_norm)
-    capacity = LANE_BITS - math.ceil(math.log2(max(n_parts, 1)))
-    f_min, f_max = frac_bits_range(settings, max_sq_norm, max_abs_y, n_parts, step_bits)
+    smallest, _, capacity, f_min, f_max = _range(settings, max_sq_norm, max_abs_y,
+                                                 n_parts, step_bits)
     fix = (f"frac_bits between {max(f_min, 1)} and {f_max} would hold this run"
            if f_min <= f_max else "no frac_bits holds both: rescale the rows (e.g. to unit "
            "norm) and the targets, or raise lam")
