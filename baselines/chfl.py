@@ -282,7 +282,9 @@ def train_pooled(clients, rounds, *, n_classes=10, embed_dim=16, hidden=None, lr
     random architectures as CHFL with this seed) and ONE shared head, trained jointly on the
     union of the data (each epoch visits every client's batches in a shuffled interleaving).
     The inputs differ in dimension, so "one model on all data" needs per-domain backbones.
-    Returns per-client test accuracies (each through its backbone and the shared head)."""
+    Returns, after each round, the per-client test accuracies (each through its backbone
+    and the shared head): ``[round][client]``, so that it is scored as CHFL and SOLO are
+    (:meth:`CHFL.best_mean_accuracy`, the best round's mean; evaluating draws nothing)."""
     rng = as_generator(seed)
     hidden = hidden or [_random_hidden(rng) for _ in clients]
     backbones = [ClientNet(c["X_train"].shape[1], h, embed_dim, n_classes, rng=rng)
@@ -292,6 +294,7 @@ def train_pooled(clients, rounds, *, n_classes=10, embed_dim=16, hidden=None, lr
         b.head = head
     params = [p for b in backbones for p in b.backbone.parameters()] + head.parameters()
     opt = SGD(params, lr, momentum=momentum)
+    history = []
     for _ in range(rounds):
         steps = []
         for k, c in enumerate(clients):
@@ -303,8 +306,7 @@ def train_pooled(clients, rounds, *, n_classes=10, embed_dim=16, hidden=None, lr
             c = clients[k]
             cross_entropy(backbones[k](c["X_train"][batch]), c["y_train"][batch]).backward()
             opt.step()
-    accs = []
-    for b, c in zip(backbones, clients):
         with no_grad():
-            accs.append(float(np.mean(b(c["X_test"]).numpy().argmax(axis=1) == c["y_test"])))
-    return accs
+            history.append([float(np.mean(b(c["X_test"]).numpy().argmax(axis=1) == c["y_test"]))
+                            for b, c in zip(backbones, clients)])
+    return history

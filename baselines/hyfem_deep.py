@@ -233,6 +233,10 @@ class HyFEMDeep:
 
     # --- setup ---
     def _setup(self, X, block_columns, clients, n_classes):
+        empty = [m for m, c in enumerate(clients) if len(c.samples) == 0]
+        if empty:
+            raise ValueError(f"HyFEM: clients {empty} hold no samples (a local step needs "
+                             f"a minibatch)")
         self.block_columns = [np.asarray(c) for c in block_columns]
         self.clients = clients
         self.n_classes = n_classes

@@ -258,3 +258,13 @@ def test_longer_run_against_local_only_and_pooled(digits):
     assert last["server_acc"] > local + 0.3
     assert last["client_acc_mean"] > local
     assert pooled > last["server_acc"] - 0.02 or pooled > 0.9
+
+
+def test_a_client_without_samples_is_named():
+    """A client holding no samples is refused by name (it failed at its first local step
+    with a ZeroDivisionError from the loss's mean)."""
+    d = digits_blocks(seed=0)
+    empty = ClientData((0, 1), np.array([], dtype=int), np.array([], dtype=int))
+    with pytest.raises(ValueError, match=r"HyFEM: clients \[2\] hold no samples"):
+        HyFEMDeep(seed=0, local_steps=2).fit(d["X_train"], d["y_train"], d["block_columns"],
+                                             list(d["clients"][:2]) + [empty], 1)
