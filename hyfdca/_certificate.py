@@ -342,6 +342,20 @@ def rounding_allowance(primal, dual, w, *, lam, frac_bits, n_clients, max_sq_nor
     return scale * (4.0 + np.sqrt(max_sq_norm * d) + lam * float(np.abs(w).sum())) * slope
 
 
+def certificate_rounding(loss, primal, *, frac_bits, n_clients):
+    """A bound on how far fixed-point rounding moves a certificate's gap P - D either
+    way: each of the at most K shares of a secure sum (the loss sums, the conjugate sums)
+    and of a margin is rounded to 2^-f, so each sum is off by K 2^-(f+1), and the mean loss
+    by its mean slope L times a margin's K 2^-(f+1): e = K 2^-(f+1) (2 + L), L = 1 for the
+    hinge, smoothed hinge and logistic losses, sqrt(2 P) for the squared loss and 2 sqrt(P)
+    for the squared hinge (Cauchy-Schwarz on |l'| = sqrt(2 l), 2 sqrt(l)). A gap within e
+    of a tolerance does not certify it (about 3e-9 on a 3x3 grid at f = 32)."""
+    positive = max(float(primal), 0.0) if np.isfinite(primal) else 0.0
+    slope = {"squared": np.sqrt(2.0 * positive),
+             "squared_hinge": 2.0 * np.sqrt(positive)}.get(loss, 1.0)
+    return max(n_clients, 1) * 2.0 ** -(frac_bits + 1) * (2.0 + slope)
+
+
 def larger_l1(*ws):
     """Of the certificate's vectors (w(alpha), the proximal iterate x_t, x_{t-1}, the
     certified points' w; None, an absent x_{t-1}, skipped), the one whose ||.||_1 the

@@ -23,7 +23,7 @@ from feddata import partition as P
 from hyfdca._batched import runs_on_batched_engine
 from hyfdca._encoding_range import FixedPointRangeError, frac_bits_range
 from hyfdca._round import step_bits
-from hyfdca._run import converged, run_hyfdca
+from hyfdca._run import run_converged, run_hyfdca
 from hyfdca._settings import HyFDCASettings
 from solvers import as_csr
 
@@ -119,9 +119,10 @@ class _HyFDCABase(BaseEstimator):
             warnings.warn(f"HyFDCA stopped at round {run.round}: its certificate diverged "
                           f"(primal {primal:.3g}, dual {dual:.3g}); coef_ is the certified "
                           f"point with the smallest primal", ConvergenceWarning)
-        elif self.tol is not None and not converged(primal - dual, primal, rel_tol=self.tol):
+        elif self.tol is not None and not run_converged(run, primal - dual, primal,
+                                                        rel_tol=self.tol):
             warnings.warn(f"HyFDCA stopped after {run.round} rounds with relative duality "
-                          f"gap {(primal - dual) / abs(primal):.3g} > tol={self.tol:g}; "
+                          f"gap {(primal - dual) / abs(dual):.3g} > tol={self.tol:g}; "
                           f"raise max_rounds", ConvergenceWarning)
         return run.model, history, run.round
 
@@ -179,7 +180,7 @@ class HyFDCAClassifier(ClassifierMixin, _HyFDCABase):
     fraction : float, default=1.0
     max_rounds, tol, eval_every : default 2000, 1e-3, 10
         Stop after ``max_rounds`` or when the certified relative duality gap
-        (P_best - D_best) / P_best, over the certificates evaluated every ``eval_every``
+        (P_best - D_best) / D_best, over the certificates evaluated every ``eval_every``
         rounds (smallest primal, largest dual), is at most ``tol``; it bounds the relative
         loss (P - P*) / P* of ``coef_``, the certified point with the smallest primal
         (docs/algorithm.md section 3). The

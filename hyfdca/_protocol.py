@@ -124,6 +124,10 @@ class HyFDCARun:
         run._start(layout, settings.bind(layout), evaluator, transport, frac_bits, seed)
         return run
 
+    @property
+    def n_clients(self):
+        return self.layout.n_clients
+
     @staticmethod
     def client_streams(layout, settings, seed):
         """The draw stream of each client (``hyfdca._round.sampling_streams``)."""

@@ -7,6 +7,7 @@ import numpy as np
 
 from feddata import History
 from hyfdca._batched import BatchedHyFDCA
+from hyfdca._certificate import certificate_rounding
 from hyfdca._checkpoint import (CheckpointError, check_same_run, dataset_fingerprint,
                                 latest_checkpoint, load_checkpoint, save_checkpoint)
 from hyfdca._protocol import HyFDCARun
@@ -38,8 +39,8 @@ def run_hyfdca(dataset, settings, *, max_rounds=100, tol=None, rel_tol=None, eva
     Since D(alpha) <= P* <= P(w) for every alpha and w, the best of them bound the best
     point: P(w_best) - P* <= min_t P_t - max_t D_t, the certified gap. The run stops
     after round ``max_rounds``, when the certified gap is at most ``tol`` or at most
-    ``rel_tol`` min_t P_t (a relative duality gap, which bounds the relative loss
-    (P - P*)/P*), when a
+    ``rel_tol`` max_t D_t (a relative duality gap, which bounds the relative loss
+    (P - P*)/P*), the fixed point's rounding counted (:func:`run_converged`), when a
     certificate's gap is not finite (divergence; the bound uses finite certificates
     only), or when ``stop()`` (checked after every round) returns True. ``run.model`` is
     the certified point with the smallest primal (the primal of w(alpha) itself is noisy
@@ -168,7 +169,7 @@ def _train_rounds(run, history, evaluate, max_rounds, tol, rel_tol, eval_every, 
         from tqdm import tqdm
         rounds = tqdm(rounds, desc="HyFDCA", unit="round", initial=run.round,
                       total=max_rounds)
-    if converged(gap, primal, tol, rel_tol) or not np.isfinite(gap):
+    if run_converged(run, gap, primal, tol, rel_tol) or not np.isfinite(gap):
         rounds = ()
     for _ in rounds:
         start = time.perf_counter()
@@ -188,7 +189,7 @@ def _train_rounds(run, history, evaluate, max_rounds, tol, rel_tol, eval_every, 
             gap, primal = evaluate()
             if progress:
                 rounds.set_postfix(gap=f"{gap:.2e}")
-            stopping |= converged(gap, primal, tol, rel_tol) or not np.isfinite(gap)
+            stopping |= run_converged(run, gap, primal, tol, rel_tol) or not np.isfinite(gap)
         if save is not None and not saved and (run.round % save_every == 0 or stopping):
             save()
         if callback is not None:
@@ -233,10 +234,23 @@ def check_run_arguments(max_rounds, eval_every, tol, rel_tol, checkpoint, checkp
         raise ValueError("run_hyfdca: " + "; ".join(problems))
 
 
-def converged(gap, primal, tol=None, rel_tol=None):
-    """gap <= tol, or gap <= rel_tol |primal| (either test given)."""
-    return bool((tol is not None and gap <= tol)
-                or (rel_tol is not None and gap <= rel_tol * abs(primal)))
+def converged(gap, primal, tol=None, rel_tol=None, rounding=0.0):
+    """gap + rounding <= tol, or gap + rounding <= rel_tol D with D = primal - gap > 0
+    (either test given; ``rounding``: how far fixed-point rounding can have moved the gap,
+    :func:`~hyfdca._certificate.certificate_rounding`). Since D <= P* <= P, the first
+    bounds P - P* by tol, the second (P - P*) / P* by rel_tol (on P in place of D it
+    bounded it by rel_tol / (1 - rel_tol) only)."""
+    bound, lower = gap + rounding, primal - gap - rounding   # P - P* <= bound, P* >= lower
+    return bool((tol is not None and bound <= tol)
+                or (rel_tol is not None and lower > 0 and bound <= rel_tol * lower))
+
+
+def run_converged(run, gap, primal, tol=None, rel_tol=None):
+    """:func:`converged` with the rounding bound of ``run``'s certificates (its loss,
+    fixed point and clients)."""
+    return converged(gap, primal, tol, rel_tol,
+                     certificate_rounding(run.settings.loss, primal, frac_bits=run.frac_bits,
+                                          n_clients=run.n_clients))
 
 
 class Diverged(OverflowError):

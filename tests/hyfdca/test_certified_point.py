@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from feddata import partition as P
-from hyfdca import BatchedHyFDCA, HyFDCARun, HyFDCASettings
+from hyfdca import BatchedHyFDCA, HyFDCARun, HyFDCASettings, run_hyfdca
 from hyfdca import _messages as msg
 from hyfdca import _batched, _protocol
 from hyfdca._certificate import (LINE_STEPS, POINT_STEPS, CertificateError,
@@ -589,3 +589,53 @@ def test_choose_dual_point_maximises_and_takes_the_larger_on_ties():
     assert choose_dual_point(1.0, w_alpha, w_point, tied)[0] == 1.0
     # no point yet: t = 1 whatever the sums say
     assert choose_dual_point(1.0, w_alpha, None, 2.0 * POINT_STEPS)[0] == 1.0
+
+
+def _standardised_cancer():
+    import scipy.sparse as sp
+    from sklearn.datasets import load_breast_cancer
+    from sklearn.preprocessing import StandardScaler
+
+    X, y = load_breast_cancer(return_X_y=True)
+    return sp.csr_matrix(StandardScaler().fit_transform(X)), np.where(y == 1, 1.0, -1.0)
+
+
+def test_the_stopping_tests_bound_what_they_claim():
+    """gap <= tol bounds P - P*; rel_tol is tested against D = P - gap <= P*, so it bounds
+    (P - P*) / P* (against P it bounded it by rel_tol / (1 - rel_tol) only); a gap within
+    the rounding bound of a tolerance does not meet it."""
+    from hyfdca._run import converged
+
+    assert converged(0.29, 1.0, rel_tol=0.5) and not converged(0.29, 1.0, rel_tol=0.3)
+    assert converged(1e-6, 1.0, tol=1e-6) and not converged(1e-6, 1.0, tol=1e-6, rounding=1e-9)
+    assert not converged(0.5, 0.5, rel_tol=10.0)   # D = 0: no relative bound
+    X, y = _standardised_cancer()
+    X = X[:300]
+    t = X @ np.linspace(-1, 1, 30) + 0.1
+    from solvers import primal_objective, ridge_closed_form
+
+    p_star = primal_objective(X, t, ridge_closed_form(X, t, 1e-2), loss="squared", lam=1e-2)
+    run, _ = run_hyfdca(P.hybrid_grid(X, t, 3, 3),
+                        HyFDCASettings.from_variant("auto", loss="squared", lam=1e-2),
+                        max_rounds=300, eval_every=1, rel_tol=0.5, engine="batched")
+    loss = (primal_objective(X, t, run.model, loss="squared", lam=1e-2) - p_star) / p_star
+    assert run.round < 300 and loss <= 0.5   # 0.70 when the test was on P
+
+
+@pytest.mark.parametrize("frac_bits, tol, certifiable", [(16, 1e-5, False), (32, 1e-6, True)])
+def test_a_tolerance_the_rounding_cannot_certify_is_not_met(frac_bits, tol, certifiable):
+    """Each share of a secure sum and of a margin is rounded to 2^-f: at f = 16 on a 3x3
+    grid the gap is known to about 2e-4, so tol 1e-5 is never certified (the run stopped
+    at round 64 with P - P* = 9.2e-5); at f = 32 tol 1e-6 is, and holds."""
+    from solvers import primal_objective, sdca
+
+    X, y = _standardised_cancer()
+    reference = sdca(X, y, loss="hinge", lam=1e-2, tol=1e-13, max_epochs=20000)
+    p_star = reference.history["primal"][-1]
+    run, _ = run_hyfdca(P.hybrid_grid(X, y, 3, 3),
+                        HyFDCASettings.from_variant("auto", loss="hinge", lam=1e-2),
+                        max_rounds=150, eval_every=1, tol=tol, frac_bits=frac_bits,
+                        engine="batched")
+    assert (run.round < 150) == certifiable
+    if certifiable:
+        assert primal_objective(X, y, run.model, loss="hinge", lam=1e-2) - p_star <= tol

@@ -105,15 +105,23 @@ def test_converges_to_the_centralized_optimum(small, p_star, name, participation
 
 def test_relative_tolerance_stops_at_the_first_certificate_that_meets_it(small):
     """rel_tol stops at the first evaluation whose certified gap, smallest primal so far
-    minus largest dual so far, is at most rel_tol times that primal, not before."""
+    minus largest dual so far, plus its rounding bound e, is at most rel_tol times that
+    dual less e (a lower bound on P*), not before."""
+    from hyfdca._certificate import certificate_rounding
+
     X, y = small
     settings = HyFDCASettings.from_variant("auto", lam=LAM, H=50)
-    _, full = run_hyfdca(partitions(X, y)["hybrid"], settings, max_rounds=200,
-                         eval_every=10, seed=0, engine="batched")
+    fed = partitions(X, y)["hybrid"]
+    _, full = run_hyfdca(fed, settings, max_rounds=200, eval_every=10, seed=0,
+                         engine="batched")
     rounds = sorted(full.evaluations)
     best_p = np.minimum.accumulate([full.evaluations[r]["primal"] for r in rounds])
     best_d = np.maximum.accumulate([full.evaluations[r]["dual"] for r in rounds])
-    relative = dict(zip(rounds, (best_p - best_d) / np.abs(best_p)))
+    e = np.array([certificate_rounding("hinge", p, frac_bits=32, n_clients=fed.n_clients)
+                  for p in best_p])
+    lower = best_d - e   # no relative bound while it is not positive (round 0: D = 0)
+    relative = dict(zip(rounds, np.where(lower > 0, (best_p - best_d + e)
+                                         / np.where(lower > 0, lower, 1.0), np.inf)))
     target = sorted(relative.values())[len(relative) // 2]  # met halfway, not at once
     first = min(r for r, v in relative.items() if v <= target)
     run, stopped = run_hyfdca(partitions(X, y)["hybrid"], settings, max_rounds=200,
