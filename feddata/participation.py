@@ -52,12 +52,18 @@ class Participation:
                            np.array_split(self.rng.permutation(n_clients), n_subsets)]
 
     @property
+    def draw_size(self):
+        """Clients drawn each round under ``fraction``: round(f K), at least one."""
+        return max(1, int(round(self.fraction * self.n_clients)))
+
+    @property
     def everyone_each_round(self):
         """Whether every client takes part in every round: full participation, a fraction
-        with round(f K) = K (f = 0.9 of 4 clients), or cyclic turns in one subset."""
+        that draws all K (f = 0.9 of 4 clients, any f of 1), or cyclic turns in one
+        subset."""
         if self.kind == "cyclic":
             return len(self.cycles) == 1
-        return self.kind == "full" or round(self.fraction * self.n_clients) >= self.n_clients
+        return self.kind == "full" or self.draw_size >= self.n_clients
 
     def available(self, round_):
         """Sorted ids of the clients available in round ``round_`` (call once per round,
@@ -66,5 +72,4 @@ class Participation:
             return np.arange(self.n_clients)
         if self.kind == "cyclic":
             return self.cycles[round_ % len(self.cycles)]
-        size = max(1, int(round(self.fraction * self.n_clients)))
-        return np.sort(self.rng.choice(self.n_clients, size=size, replace=False))
+        return np.sort(self.rng.choice(self.n_clients, size=self.draw_size, replace=False))

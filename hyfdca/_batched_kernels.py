@@ -30,7 +30,6 @@ from hyfdca._primal_change import add_row
 from hyfdca._round import line_search_terms, local_step
 
 _LIMIT = 2.0 ** 62  # the plain backend's codec: |encoded| < 2^max_bits
-_INT_LIMIT = np.int64(2 ** 62)
 
 
 @njit(cache=True, inline="always")
@@ -49,7 +48,7 @@ def _add_checked(total, addend, err):
     addition, as the plain backend checks each ciphertext addition, so the int64 sum of two
     values below 2^62 never wraps and both engines refuse the same sums."""
     total += addend
-    if not (-_INT_LIMIT < total < _INT_LIMIT):
+    if not (abs(np.float64(total)) < _LIMIT):   # as FixedPoint.check compares
         err[0] = 1
     return total
 

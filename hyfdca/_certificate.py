@@ -348,8 +348,11 @@ def certificate_rounding(loss, primal, *, frac_bits, n_clients):
     and of a margin is rounded to 2^-f, so each sum is off by K 2^-(f+1), and the mean loss
     by its mean slope L times a margin's K 2^-(f+1): e = K 2^-(f+1) (2 + L), L = 1 for the
     hinge, smoothed hinge and logistic losses, sqrt(2 P) for the squared loss and 2 sqrt(P)
-    for the squared hinge (Cauchy-Schwarz on |l'| = sqrt(2 l), 2 sqrt(l)). A gap within e
-    of a tolerance does not certify it (about 3e-9 on a 3x3 grid at f = 32)."""
+    for the squared hinge (Cauchy-Schwarz on |l'| = sqrt(2 l), 2 sqrt(l)). w crosses the
+    protocol in floats (the clients' changes of v_k), so D's quadratic term is exact to
+    floating point. A gap within e of a tolerance does not certify it (about 3e-9 on a
+    3x3 grid at f = 32). :func:`rounding_allowance` is a looser bound (it lets w's
+    coordinates be rounded too), for the weak-duality check alone."""
     positive = max(float(primal), 0.0) if np.isfinite(primal) else 0.0
     slope = {"squared": np.sqrt(2.0 * positive),
              "squared_hinge": 2.0 * np.sqrt(positive)}.get(loss, 1.0)

@@ -19,6 +19,7 @@ from sklearn.utils.metaestimators import available_if
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from crypto import DEFAULT_FRACTIONAL_BITS
 from feddata import partition as P
 from hyfdca._batched import runs_on_batched_engine
 from hyfdca._encoding_range import FixedPointRangeError, frac_bits_range
@@ -50,9 +51,6 @@ def run_seed(random_state):
         return int(random_state)
     raise ValueError(f"random_state must be a whole number >= 0 or None, got "
                      f"{random_state!r} (every random choice of a fit flows from one seed)")
-
-
-DEFAULT_FRAC_BITS = 32   # run_hyfdca's
 
 
 class _HyFDCABase(BaseEstimator):
@@ -121,9 +119,11 @@ class _HyFDCABase(BaseEstimator):
                           f"point with the smallest primal", ConvergenceWarning)
         elif self.tol is not None and not run_converged(run, primal - dual, primal,
                                                         rel_tol=self.tol):
-            warnings.warn(f"HyFDCA stopped after {run.round} rounds with relative duality "
-                          f"gap {(primal - dual) / abs(dual):.3g} > tol={self.tol:g}; "
-                          f"raise max_rounds", ConvergenceWarning)
+            relative = (f"relative duality gap {(primal - dual) / dual:.3g}" if dual > 0
+                        else f"duality gap {primal - dual:.3g} and no relative bound (the "
+                             f"best dual {dual:.3g} is not positive)")
+            warnings.warn(f"HyFDCA stopped after {run.round} rounds with {relative} > "
+                          f"tol={self.tol:g}; raise max_rounds", ConvergenceWarning)
         return run.model, history, run.round
 
     def _frac_bits(self, dataset, settings):
@@ -138,8 +138,8 @@ class _HyFDCABase(BaseEstimator):
             float(np.max(np.abs(dataset.labels), initial=0.0)), dataset.n_clients,
             step_bits(bound))
         if low > high or high < 1:
-            return DEFAULT_FRAC_BITS
-        return int(min(max(DEFAULT_FRAC_BITS, low, 1), high))
+            return DEFAULT_FRACTIONAL_BITS
+        return int(min(max(DEFAULT_FRACTIONAL_BITS, low, 1), high))
 
     def _forget_feature_names(self):
         """A fit on a FederatedDataset has no feature names: drop an earlier fit's."""

@@ -37,6 +37,7 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
+from crypto import DEFAULT_FRACTIONAL_BITS
 from hyfdca._pairwise_sum import pairwise_sum
 from hyfdca._primal_change import add_row
 from solvers import coordinate_step
@@ -173,7 +174,8 @@ def local_dual_method(data, indices, indptr, y, alpha, z, sq_norms, rho, order, 
 EXACT_SHARE_BITS = 24
 
 
-def aggregation_weights(rule, holder_counts, sq_norms, partial_sq_norms, frac_bits):
+def aggregation_weights(rule, holder_counts, sq_norms, partial_sq_norms,
+                        frac_bits=DEFAULT_FRACTIONAL_BITS):
     """The weight p_i^k by which holder k scales its dalpha_i; the server's sum is the
     weighted mean sum_k p_i^k dalpha_i^k over holders, absent holders counting as 0, and
     sum_k p_i^k = 1 over all holders of i, so alpha_i + Delta_i is a convex combination of
@@ -183,7 +185,7 @@ def aggregation_weights(rule, holder_counts, sq_norms, partial_sq_norms, frac_bi
     the share of row i's squared norm that holder k sees (the holders' parts partition the
     row), so a holder whose part of the row is small, and whose local margin correction
     is therefore extrapolated furthest (with ``rho="norm"``, rho_i = 1 / p_i^k where its
-    part is not empty), counts little; 1/|C_i| on an empty row, and exactly 1 for a
+    part is not empty and q_i is above the threshold below), counts little; 1/|C_i| on an empty row, and exactly 1 for a
     sample with one holder (as "equal").
 
     q_i of a shared sample is the sum of the parts as encoded at the set-up (each rounded

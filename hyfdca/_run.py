@@ -235,14 +235,18 @@ def check_run_arguments(max_rounds, eval_every, tol, rel_tol, checkpoint, checkp
 
 
 def converged(gap, primal, tol=None, rel_tol=None, rounding=0.0):
-    """gap + rounding <= tol, or gap + rounding <= rel_tol D with D = primal - gap > 0
-    (either test given; ``rounding``: how far fixed-point rounding can have moved the gap,
-    :func:`~hyfdca._certificate.certificate_rounding`). Since D <= P* <= P, the first
-    bounds P - P* by tol, the second (P - P*) / P* by rel_tol (on P in place of D it
-    bounded it by rel_tol / (1 - rel_tol) only)."""
+    """Whether the certified gap (best primal ``primal`` less best dual D = primal - gap)
+    meets a tolerance, ``rounding`` being how far fixed-point rounding can have moved it
+    (:func:`~hyfdca._certificate.certificate_rounding`): P - P* <= gap + rounding and P* >=
+    D - rounding, so gap + rounding <= tol bounds P - P* by tol, and gap + rounding <=
+    rel_tol (D - rounding) bounds (P - P*) / P* by rel_tol (on P in place of D it bounded
+    it by rel_tol / (1 - rel_tol) only). Where D - rounding is not positive there is no
+    relative bound (P* = 0: zero targets); rel_tol is then met once the gap is within the
+    rounding, where no certificate can do better."""
     bound, lower = gap + rounding, primal - gap - rounding   # P - P* <= bound, P* >= lower
+    relative = lower > 0 and bound <= rel_tol * lower if rel_tol is not None else False
     return bool((tol is not None and bound <= tol)
-                or (rel_tol is not None and lower > 0 and bound <= rel_tol * lower))
+                or relative or (rel_tol is not None and lower <= 0 and gap <= rounding))
 
 
 def run_converged(run, gap, primal, tol=None, rel_tol=None):

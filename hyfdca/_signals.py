@@ -38,9 +38,12 @@ class GracefulStop:
         if self.signal is not None:
             if self.abort_notice is None:
                 raise Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
-            sys.stdout.flush()
-            print(self.abort_notice(signum == signal.SIGTERM), file=sys.stderr, flush=True)
-            os._exit(EXIT_CODES[signum])
+            try:   # a print can fail (a reentrant write, a closed pipe): exit regardless
+                sys.stdout.flush()
+                print(self.abort_notice(signum == signal.SIGTERM), file=sys.stderr,
+                      flush=True)
+            finally:
+                os._exit(EXIT_CODES[signum])
         self.signal = signal.Signals(signum)
         print(f"\n{self.signal.name}: stopping after this round to save the work "
               f"(send it again to abort at once)", file=sys.stderr, flush=True)

@@ -437,7 +437,8 @@ def _add_train_options(p, *, dataset, partition, participation, fraction, lam, r
                    help="maximum outer iterations")
     p.add_argument("--tol", type=float, default=None, help="stop at this duality gap")
     p.add_argument("--rel-tol", type=float, default=None,
-                   help="stop at this relative duality gap (P - D) / P")
+                   help="stop at this relative duality gap (P - D + e) / (D - e), e the "
+                        "fixed point's rounding: it bounds (P - P*) / P*")
     p.add_argument("--eval-every", type=int, default=10)
     p.add_argument("--crypto", default=crypto, choices=sorted(BACKENDS),
                    help=f"encryption backend (default {crypto}; paillier keys: 2048 bits)")

@@ -354,3 +354,16 @@ def test_cyclic_participation_at_one_over_k_forgives_rounding():
         arguments.update(kwargs)
         with pytest.raises(ValueError, match=f"{name} must be a whole number"):
             Participation(**arguments)
+
+
+@pytest.mark.parametrize("kind, fraction, n_clients", [
+    ("full", 1.0, 5), ("fraction", 0.9, 4), ("fraction", 0.3, 1), ("fraction", 0.5, 4),
+    ("fraction", 0.1, 9), ("cyclic", 1.0, 3), ("cyclic", 0.5, 4)])
+def test_everyone_each_round_says_what_the_draws_do(kind, fraction, n_clients):
+    """everyone_each_round is True exactly where every round's draw holds every client
+    (a fraction of one client draws it: at least one is drawn)."""
+    from feddata.participation import Participation
+
+    part = Participation(kind, fraction, n_clients, 0)
+    drawn_all = all(part.available(t).size == n_clients for t in range(20))
+    assert part.everyone_each_round == drawn_all

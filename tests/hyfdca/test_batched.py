@@ -338,7 +338,6 @@ def test_overflow_is_an_error_that_says_diverged(small):
                    engine="batched")
 
 
-
 @pytest.mark.parametrize("parts,refused", [
     ((0.84, 0.84, 0.84, 0.84), True),    # int64 would wrap past 2^63 and land in range
     ((0.75, 0.75, -0.75), True),         # the second partial sum leaves the range
@@ -353,6 +352,11 @@ def test_holder_parts_are_summed_with_every_addition_checked(parts, refused):
     fed = P.vertical(X, y, len(parts))
     settings = HyFDCASettings.from_variant("paper", lam=0.1, H=N)
     w = np.array(parts) * 2.0 ** 62 / 2.0 ** 32   # encoded parts at these shares of 2^62
+    assert _refused_by_each_engine(fed, settings, w) == [refused, refused]
+
+
+def _refused_by_each_engine(fed, settings, w):
+    """[message engine refused, batched engine refused] a round from the server's w."""
     outcomes = []
     for run in (HyFDCARun(fed, settings, seed=0), BatchedHyFDCA(fed, settings, seed=0)):
         (run.server if isinstance(run, HyFDCARun) else run).w[:] = w
@@ -361,7 +365,17 @@ def test_holder_parts_are_summed_with_every_addition_checked(parts, refused):
             outcomes.append(False)
         except OverflowError:
             outcomes.append(True)
-    assert outcomes == [refused, refused]
+    return outcomes
+
+
+def test_a_sum_just_under_2_62_is_refused_as_the_plain_codec_refuses_it():
+    """Parts 2^62 - 2^40 and 2^40 - 128 (encoded) add up to 2^62 - 128, which the plain
+    codec's check reads as 2^62 in float64 and refuses: the batched engine too."""
+    N = 8
+    X, y = np.ones((N, 2)), np.where(np.arange(N) % 2 == 0, 1.0, -1.0)
+    w = np.array([2.0 ** 30 - 2.0 ** 8, 2.0 ** 8 - 2.0 ** -25])   # parts x 2^32
+    settings = HyFDCASettings.from_variant("paper", lam=0.1, H=N)
+    assert _refused_by_each_engine(P.vertical(X, y, 2), settings, w) == [True, True]
 
 def _cupy_or_skip():
     try:

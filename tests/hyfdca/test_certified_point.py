@@ -609,6 +609,10 @@ def test_the_stopping_tests_bound_what_they_claim():
     assert converged(0.29, 1.0, rel_tol=0.5) and not converged(0.29, 1.0, rel_tol=0.3)
     assert converged(1e-6, 1.0, tol=1e-6) and not converged(1e-6, 1.0, tol=1e-6, rounding=1e-9)
     assert not converged(0.5, 0.5, rel_tol=10.0)   # D = 0: no relative bound
+    # P* = 0 (zero targets): no relative bound, met once the gap is within the rounding
+    assert converged(0.0, 0.0, rel_tol=1e-3) and converged(2e-10, 3e-10, rel_tol=1e-3,
+                                                           rounding=1e-9)
+    assert not converged(2e-3, 3e-3, rel_tol=1e-3, rounding=1e-9)
     X, y = _standardised_cancer()
     X = X[:300]
     t = X @ np.linspace(-1, 1, 30) + 0.1

@@ -96,6 +96,18 @@ def test_frac_bits_auto_fits_targets_the_default_fixed_point_cannot_hold(cancer)
         HyFDCARegressor(frac_bits=32, **options).fit(X, y)
 
 
+def test_a_fit_without_a_positive_dual_warns_without_a_relative_gap(cancer):
+    """A fit stopped at round 0 has D = 0 (no relative bound): it warns by the absolute
+    gap (the relative one divided by 0); zero targets (P* = 0) stop at once, unwarned."""
+    X, _ = cancer
+    with pytest.warns(ConvergenceWarning, match="no relative bound"):
+        HyFDCARegressor(max_rounds=0).fit(X, X[:, 0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        reg = HyFDCARegressor(max_rounds=50).fit(X, np.zeros(X.shape[0]))
+    assert reg.n_iter_ == 0 and np.all(reg.coef_ == 0)
+
+
 def test_bool_targets_are_regressed_as_zero_and_one(cancer):
     X, y = cancer
     reg = HyFDCARegressor(lam=0.1, max_rounds=50, tol=None)
