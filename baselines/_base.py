@@ -16,7 +16,7 @@ import numpy as np
 from feddata.history import History
 from feddata.participation import Participation
 from solvers import (check_classification_labels, check_positive, check_validation_set,
-                     is_whole, loss_code, primal_objective, sign_labels)
+                     check_whole, loss_code, primal_objective, sign_labels)
 
 
 class ConvexBaseline:
@@ -28,8 +28,7 @@ class ConvexBaseline:
                  participation="full", fraction=1.0, seed=0):
         check_positive(lam, "lam")
         check_positive(smoothing, "smoothing")
-        if not (is_whole(seed) and seed >= 0):
-            raise ValueError(f"seed must be a whole number >= 0, got {seed!r}")
+        check_whole(seed, "seed", 0)
         self.dataset = dataset
         self.loss, self.code = loss, loss_code(loss)
         check_classification_labels(dataset.labels, loss)
@@ -62,8 +61,7 @@ def run_baseline(method, *, max_rounds=100, eval_every=1, p_star=None, validatio
     """Run a baseline for ``max_rounds``; return its History (primal and validation
     accuracy every ``eval_every`` rounds; stops early if the primal is no longer finite)."""
     for name, value, least in (("max_rounds", max_rounds, 0), ("eval_every", eval_every, 1)):
-        if not (is_whole(value) and value >= least):
-            raise ValueError(f"{name} must be a whole number >= {least}, got {value!r}")
+        check_whole(value, name, least)
     check_validation_set(validation, method.dataset.n_features, method.loss)
     X, y = method.dataset.reassemble()
     history = History(p_star=p_star)

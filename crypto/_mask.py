@@ -153,7 +153,8 @@ class MaskPayload:
             return 0
         if is_fresh_recipe(self):
             return 12
-        return 12 * len(nonce_table(self.nonce)[0]) + 4 * len(self) + 28 * e
+        distinct = len(_group_by_nonce(self.nonce)[1]) - 1
+        return 12 * distinct + 4 * len(self) + 28 * e
 
 
 def is_fresh_recipe(p):

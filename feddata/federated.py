@@ -118,22 +118,32 @@ class Layout:
 
     def overlaps(self):
         """Per client k, the local positions (rows of I_k, columns of J_k) of the part of
-        its rectangle I_k x J_k that other clients' rectangles overlap: the only place an
-        entry can be held twice (nothing for grids, horizontal or vertical splits).
-        Clients k and l overlap where they share a sample and a feature; client k's rows
-        are its samples some such l holds, its columns the features some such l holds."""
-        samples = holder_incidence(self.sample_ids, self.n_samples)
-        features = holder_incidence(self.feature_ids, self.n_features)
-        partners = _overlapping_pairs(samples, features)
-        # (i, k) non-zero: a client overlapping k holds sample i (feature i)
-        rows_held = (samples @ partners).tocsc()
-        columns_held = (features @ partners).tocsc()
+        its rectangle I_k x J_k that other clients' rectangles overlap
+        (:func:`overlap_positions`)."""
+        return overlap_positions(self.sample_ids, self.feature_ids, self.n_samples,
+                                 self.n_features)
 
-        def positions(held, k, ids):
-            return np.searchsorted(ids, np.intersect1d(
-                held.indices[held.indptr[k]:held.indptr[k + 1]], ids, assume_unique=True))
-        return [(positions(rows_held, k, I), positions(columns_held, k, J))
-                for k, (I, J) in enumerate(zip(self.sample_ids, self.feature_ids))]
+
+def overlap_positions(sample_ids, feature_ids, n_samples, n_features):
+    """Per client k (``sample_ids[k]``, ``feature_ids[k]``: its sorted ids, below
+    ``n_samples`` and ``n_features``; a client may hold none), the local positions (rows
+    of I_k, columns of J_k) of the part of its rectangle I_k x J_k that other clients'
+    rectangles overlap: the only place an entry can be held twice (nothing for grids,
+    horizontal or vertical splits). Clients k and l overlap where they share a sample and
+    a feature; client k's rows are its samples some such l holds, its columns the
+    features some such l holds."""
+    samples = holder_incidence(sample_ids, n_samples)
+    features = holder_incidence(feature_ids, n_features)
+    partners = _overlapping_pairs(samples, features)
+    # (i, k) non-zero: a client overlapping k holds sample i (feature i)
+    rows_held = (samples @ partners).tocsc()
+    columns_held = (features @ partners).tocsc()
+
+    def positions(held, k, ids):
+        return np.searchsorted(ids, np.intersect1d(
+            held.indices[held.indptr[k]:held.indptr[k + 1]], ids, assume_unique=True))
+    return [(positions(rows_held, k, I), positions(columns_held, k, J))
+            for k, (I, J) in enumerate(zip(sample_ids, feature_ids))]
 
 
 def holder_incidence(ids, size):

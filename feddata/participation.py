@@ -6,7 +6,7 @@ clients in the same rounds. All draws come from ``default_rng([seed, 0])``.
 
 import numpy as np
 
-from solvers import is_whole
+from solvers import check_whole
 
 KINDS = ("full", "fraction", "cyclic")
 
@@ -35,8 +35,7 @@ class Participation:
         if not 0 < fraction <= 1:
             raise ValueError(f"fraction must be in (0, 1], got {fraction}")
         for name, value, least in (("n_clients", n_clients, 1), ("seed", seed, 0)):
-            if not (is_whole(value) and value >= least):
-                raise ValueError(f"{name} must be a whole number >= {least}, got {value!r}")
+            check_whole(value, name, least)
         self.kind, self.fraction, self.n_clients = kind, float(fraction), int(n_clients)
         self.rng = np.random.default_rng([int(seed), 0])
         self.cycles = None

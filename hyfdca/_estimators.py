@@ -100,13 +100,14 @@ class _HyFDCABase(BaseEstimator):
         is the logistic loss with the line search, which only the message engine runs."""
         seed = run_seed(self.random_state)
         settings = self._settings()
-        batched = self.crypto == "plain" and runs_on_batched_engine(settings.bind(dataset))
+        bound = settings.bind(dataset)
+        batched = self.crypto == "plain" and runs_on_batched_engine(bound)
         try:
             run, history = run_hyfdca(dataset, settings, max_rounds=self.max_rounds,
                                       rel_tol=self.tol, eval_every=self.eval_every,
                                       crypto=self.crypto, seed=seed, progress=self.verbose,
                                       engine="batched" if batched else "protocol",
-                                      frac_bits=self._frac_bits(dataset, settings))
+                                      frac_bits=self._frac_bits(dataset, bound))
         except FixedPointRangeError as err:
             raise FixedPointRangeError(
                 f"{err} (the estimator's frac_bits={self.frac_bits!r}; standardising the "
@@ -126,13 +127,13 @@ class _HyFDCABase(BaseEstimator):
                           f"tol={self.tol:g}; raise max_rounds", ConvergenceWarning)
         return run.model, history, run.round
 
-    def _frac_bits(self, dataset, settings):
+    def _frac_bits(self, dataset, bound):
         """frac_bits as given, or for "auto" the fixed point's default 32 where the data
         fits it, else the feasible value nearest to 32 (``frac_bits_range`` over every
-        row); where none is feasible, 32, and the run names the problem."""
+        row, ``bound`` the settings bound to ``dataset``); where none is feasible, 32, and
+        the run names the problem."""
         if self.frac_bits != "auto":
             return self.frac_bits
-        bound = settings.bind(dataset)
         low, high = frac_bits_range(
             bound, float(np.max(dataset.sq_row_norms, initial=0.0)),
             float(np.max(np.abs(dataset.labels), initial=0.0)), dataset.n_clients,

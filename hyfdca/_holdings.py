@@ -33,7 +33,7 @@ import hashlib
 
 import numpy as np
 
-from feddata.federated import holder_incidence, id_listing
+from feddata.federated import id_listing, overlap_positions
 
 
 class HoldingsError(ValueError):
@@ -84,22 +84,11 @@ def doubled_entry_candidates(held, feature_ids):
     too, where J_k and J_l share features, and those features' positions in J_k.
     ``held[k]``: the ids of the new samples party k holds."""
     held = [np.unique(np.asarray(h, dtype=np.int64)) for h in held]
-    holding = holder_incidence(held, 1 + max((int(h[-1]) for h in held if h.size),
-                                             default=-1))
-    pairs = (holding.T @ holding).tocoo()
-    asked = {}
-    for k, l in zip(pairs.row.tolist(), pairs.col.tolist()):
-        if k >= l:
-            continue
-        features = np.intersect1d(feature_ids[k], feature_ids[l], assume_unique=True)
-        if not features.size:
-            continue
-        both = np.intersect1d(held[k], held[l], assume_unique=True)
-        for party in (k, l):
-            samples, columns = asked.get(party, (np.zeros(0, np.int64),) * 2)
-            asked[party] = (np.union1d(samples, both), np.union1d(
-                columns, np.searchsorted(feature_ids[party], features)))
-    return asked
+    overlaps = overlap_positions(
+        held, feature_ids, 1 + max((int(h[-1]) for h in held if h.size), default=-1),
+        1 + max((int(j[-1]) for j in feature_ids if j.size), default=-1))
+    return {k: (held[k][rows], columns) for k, (rows, columns) in enumerate(overlaps)
+            if rows.size}
 
 
 def check_reply(k, n_shared, labels, entries, block):

@@ -37,7 +37,7 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
-from crypto import DEFAULT_FRACTIONAL_BITS
+from crypto import DEFAULT_FRACTIONAL_BITS, FixedPoint
 from hyfdca._pairwise_sum import pairwise_sum
 from hyfdca._primal_change import add_row
 from solvers import coordinate_step
@@ -185,8 +185,8 @@ def aggregation_weights(rule, holder_counts, sq_norms, partial_sq_norms,
     the share of row i's squared norm that holder k sees (the holders' parts partition the
     row), so a holder whose part of the row is small, and whose local margin correction
     is therefore extrapolated furthest (with ``rho="norm"``, rho_i = 1 / p_i^k where its
-    part is not empty and q_i is above the threshold below), counts little; 1/|C_i| on an empty row, and exactly 1 for a
-    sample with one holder (as "equal").
+    part is not empty and q_i is above the threshold below), counts little; 1/|C_i| on
+    an empty row, and exactly 1 for a sample with one holder (as "equal").
 
     q_i of a shared sample is the sum of the parts as encoded at the set-up (each rounded
     to 2^-f, ``frac_bits``), so the exact parts' shares add up to 1 only within |C_i|
@@ -199,9 +199,10 @@ def aggregation_weights(rule, holder_counts, sq_norms, partial_sq_norms,
     if rule == "equal":
         return equal
     q = np.asarray(sq_norms, dtype=np.float64)
-    parts = np.asarray(partial_sq_norms, dtype=np.float64)
-    encoded = np.ldexp(np.round(np.ldexp(parts, frac_bits)), -frac_bits)  # as FixedPoint
-    parts = np.where(q < 2.0 ** (EXACT_SHARE_BITS - frac_bits), encoded, parts)
+    parts = np.array(partial_sq_norms, dtype=np.float64)
+    small = q < 2.0 ** (EXACT_SHARE_BITS - frac_bits)
+    codec = FixedPoint(frac_bits)
+    parts[small] = codec.decode(codec.encode(parts[small]))   # as the set-up sent them
     return np.divide(parts, q, out=equal, where=(q > 0) & (counts > 1))
 
 

@@ -244,9 +244,11 @@ def converged(gap, primal, tol=None, rel_tol=None, rounding=0.0):
     relative bound (P* = 0: zero targets); rel_tol is then met once the gap is within the
     rounding, where no certificate can do better."""
     bound, lower = gap + rounding, primal - gap - rounding   # P - P* <= bound, P* >= lower
-    relative = lower > 0 and bound <= rel_tol * lower if rel_tol is not None else False
-    return bool((tol is not None and bound <= tol)
-                or relative or (rel_tol is not None and lower <= 0 and gap <= rounding))
+    if tol is not None and bound <= tol:
+        return True
+    if rel_tol is None:
+        return False
+    return bool(bound <= rel_tol * lower if lower > 0 else gap <= rounding)
 
 
 def run_converged(run, gap, primal, tol=None, rel_tol=None):

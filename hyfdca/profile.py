@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from crypto import BACKENDS, make_backend
-from solvers import is_whole
+from solvers import check_whole, is_whole
 
 LATENCIES = (0.0, 0.2575, 0.6)
 OPERATIONS = ("encrypt", "decrypt", "add", "multiply")
@@ -76,8 +76,7 @@ def measure_operations(name, *, key_bits=None, n_values=1000, repeats=3, seed=0,
     if name not in BACKENDS:
         raise ValueError(f"unknown crypto backend {name!r}; known: {sorted(BACKENDS)}")
     for label, value in (("n_values", n_values), ("repeats", repeats)):
-        if not is_whole(value) or value < 1:
-            raise ValueError(f"{label} must be a whole number >= 1, got {value!r}")
+        check_whole(value, label, 1)
     if key_bits is not None and not is_whole(key_bits):
         raise ValueError(f"key_bits must be a whole number, got {key_bits!r}")
     keys, evaluator = make_backend(name, **backend_options(name, key_bits,
@@ -215,8 +214,7 @@ def round_breakdown(dataset, settings, *, crypto="plain", crypto_options=None, r
     from hyfdca._protocol import HyFDCARun
 
     for label, value, least in (("rounds", rounds, 1), ("warmup", warmup, 0)):
-        if not is_whole(value) or value < least:
-            raise ValueError(f"{label} must be a whole number >= {least}, got {value!r}")
+        check_whole(value, label, least)
     run = HyFDCARun(dataset, settings, crypto=crypto, crypto_options=crypto_options,
                     seed=seed)
     timer = _CryptoTimer(run)

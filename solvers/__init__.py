@@ -43,7 +43,7 @@ from solvers._sdca import (
 )
 from solvers._validation import (as_csr, check_classification_labels, check_finite,
                                  check_labels, check_positive, check_validation_set,
-                                 is_whole)
+                                 check_whole, is_whole)
 
 __all__ = [
     "CLASSIFICATION_LOSSES",
@@ -66,6 +66,7 @@ __all__ = [
     "check_labels",
     "check_positive",
     "check_validation_set",
+    "check_whole",
     "coordinate_step",
     "default_cache_dir",
     "encode_targets",

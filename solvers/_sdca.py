@@ -27,7 +27,7 @@ from solvers.kernels import (
     sdca_pass,
 )
 from solvers._validation import (as_csr, check_classification_labels, check_finite,
-                                 check_labels, check_positive, is_whole)
+                                 check_labels, check_positive, check_whole)
 
 ORDERS = ("random", "permuted")
 
@@ -272,10 +272,8 @@ def sdca(X, y, *, loss="hinge", lam=1e-4, tol=1e-6, max_epochs=200, order="permu
     sigma = check_positive(sigma, "sigma")
     if order not in ORDERS:
         raise ValueError(f"unknown order {order!r}; expected one of {ORDERS}")
-    if not is_whole(eval_every) or eval_every < 1:
-        raise ValueError(f"eval_every must be a whole number >= 1, got {eval_every!r}")
-    if not is_whole(max_epochs) or max_epochs < 0:
-        raise ValueError(f"max_epochs must be a whole number >= 0, got {max_epochs!r}")
+    check_whole(eval_every, "eval_every", 1)
+    check_whole(max_epochs, "max_epochs", 0)
     if not isinstance(tol, (int, float, np.number)) or isinstance(tol, bool) \
             or not np.isfinite(tol) or tol < 0:
         raise ValueError(f"tol must be a finite number >= 0, got {tol!r}")

@@ -87,6 +87,14 @@ def is_whole(value):
     return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
 
 
+def check_whole(value, name, least):
+    """``value`` as an int, or ValueError naming ``name`` unless it is a whole number (not
+    a bool) >= ``least``."""
+    if not (is_whole(value) and value >= least):
+        raise ValueError(f"{name} must be a whole number >= {least}, got {value!r}")
+    return int(value)
+
+
 def check_positive(value, name):
     """``value`` as a float, or ValueError naming ``name`` unless it is a finite number
     > 0 (a bool or a string is not a number here)."""

@@ -111,13 +111,11 @@ def default_params(method, lam, step_limit=np.inf):
     a = 1/lam for FedAvg, 1/(lam + mu) for HyFEM (mu = 0.5); b raised to a / step_limit
     where the first step a / b would pass ``step_limit`` (:func:`sgd_step_limit`: the
     squared losses)."""
-    if method == "FedAvg":
-        a = 1.0 / lam
-        return dict(iic=1.0, a=a, b=max(10.0, a / step_limit))
-    if method == "HyFEM":
-        a = 1.0 / (lam + 0.5)
-        return dict(iic=1.0, a=a, b=max(10.0, a / step_limit), mu=0.5)
-    return {}
+    if method not in ("FedAvg", "HyFEM"):
+        return {}
+    mu = {"HyFEM": {"mu": 0.5}}.get(method, {})
+    a = 1.0 / (lam + mu.get("mu", 0.0))
+    return dict(iic=1.0, a=a, b=max(10.0, a / step_limit), **mu)
 
 
 def draw_params(method, rng, lam, step_limit=np.inf):
