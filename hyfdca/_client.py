@@ -234,9 +234,7 @@ class Client:
         """Masked shares of x_i^k . w_k for the new samples it holds (0 for the rest):
         the server learns only their sum over the clients, the margin; with the ids it
         holds, so that the server can check every new sample has a holder."""
-        block = self._prediction
-        if block is None:
-            raise ValueError(f"client {self.id} holds no prediction block")
+        block = self._prediction_block()
         n_samples = int(message.n_samples)
         ids = np.asarray(block.sample_ids)
         if ids.size and (ids.min() < 0 or ids.max() >= n_samples):
@@ -248,18 +246,21 @@ class Client:
         return msg.PredictShares(self.masker.mask(parts, self.id, message.participants,
                                                   message.tag), ids)
 
+    def _prediction_block(self):
+        if self._prediction is None:
+            raise ValueError(f"client {self.id} holds no prediction block")
+        return self._prediction
+
     def prediction_entry_tags(self, message):
         """The keyed tags of its non-zero entries of the new samples and local columns
         asked for (``hyfdca._holdings``): where another holder of the same new sample
         holds the same feature, an entry could be added twice to a margin."""
-        block = self._prediction
-        if block is None:
-            raise ValueError(f"client {self.id} holds no prediction block")
+        block = self._prediction_block()
         ids = np.asarray(block.sample_ids)
         samples = np.asarray(message.samples, dtype=np.int64)
         columns = np.asarray(message.columns, dtype=np.int64)
-        if not np.isin(samples, ids).all() or not np.isin(
-                columns, np.arange(self.feature_ids.size)).all():
+        if not np.isin(samples, ids).all() or (columns.size and (
+                columns.min() < 0 or columns.max() >= self.feature_ids.size)):
             raise ValueError(f"client {self.id}: entry tags asked for new samples it does not "
                              f"hold or columns that are not its features")
         return msg.EntryTags(entry_tags(self.masker, f"prediction entries|{message.tag}",
