@@ -359,6 +359,35 @@ def certificate_rounding(loss, primal, *, frac_bits, n_clients):
     return max(n_clients, 1) * 2.0 ** -(frac_bits + 1) * (2.0 + slope)
 
 
+def checked_best_pair(history, loss, *, frac_bits, n_clients):
+    """(P_best, D_best) of ``history`` (:meth:`feddata.History.certified`), or
+    CertificateError where they contradict weak duality beyond the rounding of the two
+    certificates they come from: P_best >= P* - e_a and D_best <= P* + e_b (e of
+    :func:`certificate_rounding` at each one's primal), so P_best - D_best >= -(e_a + e_b).
+
+    :func:`checked_certificate` checks each certificate against its own primal; after a
+    client lost its certified points the certified point restarts at x_t, whose primal may
+    lie above P_best, so a wrong dual could pass that check and close the certified gap.
+    """
+    best_primal, best_dual = history.certified()
+    if not np.isfinite(best_primal - best_dual):
+        return best_primal, best_dual
+    at = {name: min(r for r, e in history.evaluations.items() if e[name] == value)
+          for name, value in (("primal", best_primal), ("dual", best_dual))}
+    allowance = sum(certificate_rounding(loss, history.evaluations[r]["primal"],
+                                         frac_bits=frac_bits, n_clients=n_clients)
+                    for r in at.values())
+    if best_primal - best_dual < -allowance:
+        raise CertificateError(
+            f"the best certified dual ({best_dual:.9g}, round {at['dual']}) exceeds the "
+            f"best certified primal ({best_primal:.9g}, round {at['primal']}) by "
+            f"{best_dual - best_primal:.3g}, more than the {allowance:.3g} that fixed-point "
+            f"rounding can explain: weak duality says P(w) >= D(alpha), so a secure sum "
+            f"or an encoded value is wrong (a lost, duplicated or forged share?); the run "
+            f"is not converged")
+    return best_primal, best_dual
+
+
 def larger_l1(*ws):
     """Of the certificate's vectors (w(alpha), the proximal iterate x_t, x_{t-1}, the
     certified points' w; None, an absent x_{t-1}, skipped), the one whose ||.||_1 the

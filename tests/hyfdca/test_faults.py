@@ -4,10 +4,12 @@ import numpy as np
 import pytest
 
 from crypto import SecureSumError, masked_total
-from feddata import partition as P
+from feddata import History, partition as P
 from hyfdca import (CertificateError, FaultyTransport, HyFDCARun, HyFDCASettings,
                     InProcessTransport, MissingReplies, run_hyfdca)
-from hyfdca._certificate import POINT_STEPS
+from hyfdca import _client
+from hyfdca._certificate import POINT_STEPS, sums_layout
+from hyfdca._run import train
 from server_accounting import assert_w_accounts_for_each_client  # beside this file
 
 
@@ -111,6 +113,42 @@ def test_a_forged_share_that_makes_the_gap_negative_is_an_error(grid, forged, ea
     armed.append(True)
     with pytest.raises(CertificateError, match="duality gap is -2"):
         run.certificate()
+
+
+def test_a_forged_dual_after_a_restart_is_checked_against_the_best_primal(grid,
+                                                                         monkeypatch):
+    """A client that restarts loses the certified points, so the next certificate's point
+    starts again at x_t, whose primal lies above the best so far. A dual forged between
+    the two passes that certificate's own check; it must still be refused against the best
+    primal (it made the certified gap negative and the run stop, claiming tol 1e-12)."""
+    restart_after = 30
+    forgery = {}  # "delta": what the next certificate's first client adds to its dual sums
+    honest = _client.segment_objective_sums
+
+    def forging(code, z, zp, has_previous, *rest):
+        honest(code, z, zp, has_previous, *rest)
+        rest[-1][sums_layout(has_previous).dual] += forgery.pop("delta", 0.0)
+    monkeypatch.setattr(_client, "segment_objective_sums", forging)
+
+    def certified_run(delta):
+        def restart_client_0(run):
+            if run.round == restart_after:
+                run.clients[0] = run.clients[0].restarted()
+                assert run.rejoin(0)
+                forgery["delta"] = delta
+        run = HyFDCARun(grid, settings(), crypto="mask")
+        history = History()
+        train(run, history, max_rounds=restart_after + 1, tol=1e-12, eval_every=1,
+              callback=restart_client_0)
+        return history.evaluations
+
+    evaluations = certified_run(0.0)
+    best_before = min(e["primal"] for r, e in evaluations.items() if r <= restart_after)
+    after = evaluations[restart_after + 1]
+    assert after["primal"] > best_before + 1e-6  # the restart's window
+    with pytest.raises(CertificateError, match=r"best certified dual .* round 31\) exceeds "
+                                               r"the best certified primal"):
+        certified_run((best_before + after["primal"]) / 2 - after["dual"])
 
 
 @pytest.mark.parametrize("frac_bits", [16, 32])
