@@ -24,7 +24,7 @@ from feddata import partition as P
 from hyfdca._batched import runs_on_batched_engine
 from hyfdca._encoding_range import FixedPointRangeError, frac_bits_range
 from hyfdca._round import step_bits
-from hyfdca._run import run_converged, run_hyfdca
+from hyfdca._run import run_converged, run_hyfdca, run_rounding
 from hyfdca._settings import HyFDCASettings
 from solvers import as_csr
 
@@ -123,8 +123,12 @@ class _HyFDCABase(BaseEstimator):
             relative = (f"relative duality gap {(primal - dual) / dual:.3g}" if dual > 0
                         else f"duality gap {primal - dual:.3g} and no relative bound (the "
                              f"best dual {dual:.3g} is not positive)")
+            advice = ("raise max_rounds" if run_converged(run, 0.0, primal, rel_tol=self.tol)
+                      else f"no gap can certify it: the fixed point's rounding moves the "
+                           f"gap by up to {run_rounding(run, primal):.3g} at "
+                           f"frac_bits={run.frac_bits}; raise tol or frac_bits")
             warnings.warn(f"HyFDCA stopped after {run.round} rounds with {relative} > "
-                          f"tol={self.tol:g}; raise max_rounds", ConvergenceWarning)
+                          f"tol={self.tol:g}; {advice}", ConvergenceWarning)
         return run.model, history, run.round
 
     def _frac_bits(self, dataset, bound):

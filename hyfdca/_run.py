@@ -255,12 +255,17 @@ def converged(gap, primal, tol=None, rel_tol=None, rounding=0.0):
     return bool(bound <= rel_tol * lower if lower > 0 else gap <= rounding)
 
 
+def run_rounding(run, primal):
+    """The rounding bound e of ``run``'s certificates (its loss, fixed point and clients)
+    at best primal ``primal``."""
+    return certificate_rounding(run.settings.loss, primal, frac_bits=run.frac_bits,
+                                n_clients=run.n_clients)
+
+
 def run_converged(run, gap, primal, tol=None, rel_tol=None):
-    """:func:`converged` with the rounding bound of ``run``'s certificates (its loss,
-    fixed point and clients)."""
-    return converged(gap, primal, tol, rel_tol,
-                     certificate_rounding(run.settings.loss, primal, frac_bits=run.frac_bits,
-                                          n_clients=run.n_clients))
+    """:func:`converged` with the rounding bound of ``run``'s certificates (a gap of 0
+    that does not converge: a tolerance below what the rounding lets any run certify)."""
+    return converged(gap, primal, tol, rel_tol, run_rounding(run, primal))
 
 
 class Diverged(OverflowError):

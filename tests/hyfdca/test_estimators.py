@@ -108,6 +108,20 @@ def test_a_fit_without_a_positive_dual_warns_without_a_relative_gap(cancer):
     assert reg.n_iter_ == 0 and np.all(reg.coef_ == 0)
 
 
+def test_a_tolerance_below_the_rounding_is_named_in_the_warning(cancer):
+    """At frac_bits 16 the certificate's rounding (e = K 2^-17 (2 + L)) exceeds tol 1e-6
+    times P: no number of rounds certifies it, so the warning says so rather than
+    'raise max_rounds' (which it says where only rounds are missing)."""
+    X, y = cancer
+    options = dict(lam=1e-2, partition="3x3", max_rounds=20, frac_bits=16)
+    with pytest.warns(ConvergenceWarning, match=r"no gap can certify it: the fixed point's "
+                                                r"rounding moves the gap by up to .* at "
+                                                r"frac_bits=16; raise tol or frac_bits"):
+        HyFDCAClassifier(tol=1e-6, **options).fit(X, y)
+    with pytest.warns(ConvergenceWarning, match=r"tol=0.01; raise max_rounds$"):
+        HyFDCAClassifier(tol=1e-2, **options).fit(X, y)
+
+
 def test_bool_targets_are_regressed_as_zero_and_one(cancer):
     X, y = cancer
     reg = HyFDCARegressor(lam=0.1, max_rounds=50, tol=None)
