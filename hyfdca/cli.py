@@ -243,6 +243,10 @@ def cmd_experiment(args):
     if args.jobs == 0 or args.jobs < -1:
         raise SystemExit(f"--jobs must be -1 (one per core) or a whole number >= 1, got "
                          f"{args.jobs}")
+    try:
+        experiments.check_config(config, args.latency)
+    except ValueError as err:
+        raise SystemExit(f"hyfdca experiment: {err}") from None
     costs = None
     if args.deterministic and args.key_bits != 2048:
         raise SystemExit("--deterministic charges the reference costs of 2048-bit keys; "
@@ -268,10 +272,6 @@ def cmd_experiment(args):
     unknown = sorted(set(methods) - set(experiments.ALL_METHODS))
     if unknown:
         raise SystemExit(f"unknown method(s) {unknown}; known: {list(experiments.ALL_METHODS)}")
-    try:
-        experiments.check_config(config)
-    except ValueError as err:
-        raise SystemExit(f"hyfdca experiment: {err}") from None
     prepare_output(args.output)
     try:
         _, wins_iter, wins_time, total, wins_defaults = experiments.run_suite(
@@ -454,29 +454,32 @@ def _add_train_options(p, *, dataset, partition, participation, fraction, lam, r
 
 
 def build_parser():
-    parser = argparse.ArgumentParser(prog="hyfdca", description=__doc__)
+    parser = argparse.ArgumentParser(prog="hyfdca", description=__doc__, allow_abbrev=False)
     sub = parser.add_subparsers(dest="command", required=True)
 
-    p = sub.add_parser("datasets", help="list the data sets and where they come from",
-                       description=cmd_datasets.__doc__)
+    def command(name, **options):   # whole option names only: an abbreviation is refused
+        return sub.add_parser(name, allow_abbrev=False, **options)
+
+    p = command("datasets", help="list the data sets and where they come from",
+                description=cmd_datasets.__doc__)
     p.set_defaults(func=cmd_datasets)
 
-    p = sub.add_parser("demo", help="run the main job on the embedded default data",
-                       description="`hyfdca run` on the embedded default: breast cancer, "
-                                   "3x3 hybrid grid, half of the clients per round, BFV "
-                                   "lattice encryption, 300 rounds.")
+    p = command("demo", help="run the main job on the embedded default data",
+                description="`hyfdca run` on the embedded default: breast cancer, "
+                            "3x3 hybrid grid, half of the clients per round, BFV "
+                            "lattice encryption, 300 rounds.")
     _add_train_options(p, dataset="breast_cancer", partition="3x3", participation="fraction",
                        fraction=0.5, lam=1e-2, rounds=300, crypto="bfv")
     p.set_defaults(func=cmd_train)
 
-    p = sub.add_parser("run", help="train with HyFDCA on a data set and partition",
-                       description=cmd_train.__doc__)
+    p = command("run", help="train with HyFDCA on a data set and partition",
+                description=cmd_train.__doc__)
     _add_train_options(p, dataset="a9a", partition="3x3", participation="full", fraction=1.0,
                        lam=1e-4, rounds=200)
     p.set_defaults(func=cmd_train)
 
-    p = sub.add_parser("profile", help="encryption cost per operation and per HyFDCA round",
-                       description=cmd_profile.__doc__)
+    p = command("profile", help="encryption cost per operation and per HyFDCA round",
+                description=cmd_profile.__doc__)
     p.add_argument("--backends", default=None,
                    help="comma-separated crypto backends (default: all)")
     p.add_argument("--key-bits", default="2048",
@@ -493,8 +496,8 @@ def build_parser():
     p.add_argument("--output", default="hyfdca-profile", help="folder for tables and plot")
     p.set_defaults(func=cmd_profile)
 
-    p = sub.add_parser("keys", help="make the key files of a Flower deployment",
-                       description=cmd_keys.__doc__)
+    p = command("keys", help="make the key files of a Flower deployment",
+                description=cmd_keys.__doc__)
     p.add_argument("--crypto", default="bfv", choices=sorted(set(BACKENDS) - {"plain"}))
     p.add_argument("--key-bits", type=int, default=2048, help="Paillier modulus bits")
     p.add_argument("--frac-bits", type=whole_number(1), default=32)
@@ -506,8 +509,8 @@ def build_parser():
     p.add_argument("--output", default="hyfdca-keys", help="folder for the two key files")
     p.set_defaults(func=cmd_keys)
 
-    p = sub.add_parser("split", help="one party data file per client, for a deployment",
-                       description=cmd_split.__doc__)
+    p = command("split", help="one party data file per client, for a deployment",
+                description=cmd_split.__doc__)
     _add_problem_options(p, dataset="breast_cancer", partition="2x2",
                          participation="full", fraction=1.0, lam=1e-4)
     p.add_argument("--output", default="hyfdca-parties")
@@ -515,8 +518,8 @@ def build_parser():
                    help="party file format (LIBSVM: global feature indices, ids in a header)")
     p.set_defaults(func=cmd_split)
 
-    p = sub.add_parser("app", help="write the Flower app folder of a HyFDCA job",
-                       description=cmd_app.__doc__)
+    p = command("app", help="write the Flower app folder of a HyFDCA job",
+                description=cmd_app.__doc__)
     p.add_argument("--num-clients", type=whole_number(1), required=True)
     p.add_argument("--server-keys", required=True, help="server.keys of `hyfdca keys`")
     p.add_argument("--participation", default="fraction", choices=PARTICIPATION_KINDS)
@@ -547,8 +550,8 @@ def build_parser():
     p.add_argument("--output", default="hyfdca-app", help="the app folder")
     p.set_defaults(func=cmd_app)
 
-    p = sub.add_parser("experiment", help="HyFDCA against its baselines, as in the paper",
-                       description=cmd_experiment.__doc__)
+    p = command("experiment", help="HyFDCA against its baselines, as in the paper",
+                description=cmd_experiment.__doc__)
     p.add_argument("--quick", action="store_true",
                    help="CI-sized: embedded breast cancer, 2x2 and 3x3, fractions 0.5, 0.9")
     p.add_argument("--datasets", default=None, help="comma-separated subset of the data sets")

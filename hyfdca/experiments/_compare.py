@@ -11,8 +11,10 @@ its defaults also runs at its defaults for the same rounds (``at_defaults``): th
 grey relational analysis weighs runtime, so a tuned run can be a slow one, and a reader
 sees each method as the search left it and as a user gets it.
 Equal wall time: the budget is HyFDCA's simulated time after ``rounds`` rounds; each other
-method runs ceil(budget / its mean seconds per round) rounds (at most ``time_round_cap``)
-and its history is cut at the budget.
+method runs ceil(budget / its mean seconds per round) rounds (at most ``time_round_cap``
+times ``rounds``), and every history is cut at the shortest time any of them reached: the
+budget, unless a method hit the cap, whose reach then bounds every method's (a capped
+method compared at a fraction of HyFDCA's time was counted as losing to it).
 """
 
 import math
@@ -111,9 +113,12 @@ def compare(name, problem, methods, *, rounds, tune_rounds, max_candidates=8,
             if n != rounds:
                 later.append(("time", m, viable[m], n))
     done = long_runs(later)
-    by_time = {} if budget is None else {
-        m: truncate_by_time(done.get(("time", m), history), budget, latency)
-        for m, history in by_iteration.items() if ("time", m) not in diverged}
+    by_time = {}
+    if budget is not None:
+        timed = {m: done.get(("time", m), history) for m, history in by_iteration.items()
+                 if ("time", m) not in diverged}
+        horizon = min([budget] + [h.simulated_time(latency)[-1] for h in timed.values()])
+        by_time = {m: truncate_by_time(h, horizon, latency) for m, h in timed.items()}
     at_defaults = {m: done["defaults", m] for m in viable if ("defaults", m) in done}
     return Comparison(name, tunings, by_iteration, by_time, latency, at_defaults,
                       diverged)
@@ -134,6 +139,19 @@ def final_values(history, last=5):
 
 
 def winners(runs):
-    """(method with the lowest final relative loss, method with the highest accuracy)."""
+    """(method with the lowest final relative loss, method with the highest accuracy), each
+    "tie: A, B" where several share the best value (no method wins it) and "-" where no
+    run has a finite value; a NaN value wins nothing."""
     finals = {m: final_values(h) for m, h in runs.items()}
-    return (min(finals, key=lambda m: finals[m][0]), max(finals, key=lambda m: finals[m][1]))
+    return tuple(_best({m: sign * v[i] for m, v in finals.items()})
+                 for i, sign in ((0, 1.0), (1, -1.0)))
+
+
+def _best(scores):
+    """The method with the smallest finite score, "tie: ..." or "-"."""
+    finite = {m: v for m, v in scores.items() if np.isfinite(v)}
+    if not finite:
+        return "-"
+    low = min(finite.values())
+    best = [m for m, v in finite.items() if v == low]
+    return best[0] if len(best) == 1 else "tie: " + ", ".join(best)

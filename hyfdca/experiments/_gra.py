@@ -9,20 +9,28 @@ the deviation from the ideal is D_cm = 1 - normalised, the grey relational coeff
 
 with D_min, D_max over all candidates and metrics, and the grey relational grade is the
 mean of xi_cm over metrics. The candidate with the largest grade is chosen. A metric on
-which all candidates agree carries no information and gets normalised value 1.
+which all candidates agree carries no information and gets normalised value 1; so does a
+metric whose spread is within its ``resolution`` (max - min <= resolution max |x|): the
+min-max normalisation would otherwise stretch a difference below what the metric can
+resolve (a time model's 0.01%) to the full range and let it decide.
 """
 
 import numpy as np
 
 
-def grey_relational_grades(values, larger_is_better, zeta=0.5):
+def grey_relational_grades(values, larger_is_better, zeta=0.5, resolution=None):
     """Grades (one per row of ``values``, candidates x metrics); ``larger_is_better`` is one
-    bool per metric. Values must be finite (exclude divergent runs first)."""
+    bool per metric, ``resolution`` one relative resolution >= 0 per metric (None: 0, only
+    equal values agree). Values must be finite (exclude divergent runs first)."""
     values = np.asarray(values, dtype=np.float64)
     better = np.asarray(larger_is_better, dtype=bool)
+    resolution = np.zeros(better.size) if resolution is None else \
+        np.asarray(resolution, dtype=np.float64)
     if values.ndim != 2 or values.shape[1] != better.size:
         raise ValueError(f"values must be candidates x {better.size} metrics, "
                          f"got shape {values.shape}")
+    if resolution.shape != better.shape or not np.all(resolution >= 0):
+        raise ValueError(f"resolution must be {better.size} numbers >= 0, got {resolution}")
     if values.shape[0] == 0:
         raise ValueError("no candidates to rank (were all runs divergent?)")
     if not np.all(np.isfinite(values)):
@@ -30,7 +38,7 @@ def grey_relational_grades(values, larger_is_better, zeta=0.5):
     low, high = values.min(axis=0), values.max(axis=0)
     span = np.where(high > low, high - low, 1.0)
     normalised = np.where(better, values - low, high - values) / span
-    normalised[:, high == low] = 1.0
+    normalised[:, high - low <= resolution * np.maximum(np.abs(high), np.abs(low))] = 1.0
     deviation = 1.0 - normalised
     d_min, d_max = deviation.min(), deviation.max()
     if d_max == 0.0:
@@ -39,6 +47,6 @@ def grey_relational_grades(values, larger_is_better, zeta=0.5):
     return coefficients.mean(axis=1)
 
 
-def select_by_gra(values, larger_is_better, zeta=0.5):
+def select_by_gra(values, larger_is_better, zeta=0.5, resolution=None):
     """Index of the candidate with the largest grade (the first on ties)."""
-    return int(np.argmax(grey_relational_grades(values, larger_is_better, zeta)))
+    return int(np.argmax(grey_relational_grades(values, larger_is_better, zeta, resolution)))

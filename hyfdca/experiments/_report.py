@@ -129,7 +129,8 @@ def verdict_table(comparisons, reference=("36/36", "33/36")):
     for comp in comparisons:
         it = winners(comp.by_iteration) if comp.by_iteration else ("-", "-")
         tm = winners(comp.by_time) if comp.by_time else ("-", "-")
-        df = winners(with_defaults(comp)) if comp.by_iteration else ("-", "-")
+        at_defaults = with_defaults(comp) if comp.by_iteration else {}
+        df = winners(at_defaults) if at_defaults else ("-", "-")
         hy = comp.by_iteration.get("HyFDCA")
         own = ("{:.3g} / {:.3f}".format(*final_values(hy)) if hy is not None
                else "diverged" if "HyFDCA" in comp.tunings else "not run")

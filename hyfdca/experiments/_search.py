@@ -18,8 +18,8 @@ import numpy as np
 from hyfdca.experiments._gra import grey_relational_grades
 from hyfdca.experiments._methods import (ALL_METHODS, DIVERGENCE_ERRORS, default_params,
                                          draw_params, run_method, sgd_step_limit)
-from hyfdca.experiments._metrics import LARGER_IS_BETTER, METRIC_NAMES, diverged, \
-    selection_metrics
+from hyfdca.experiments._metrics import LARGER_IS_BETTER, METRIC_NAMES, RESOLUTION, \
+    diverged, selection_metrics
 from hyfdca.experiments._run_many import run_many
 
 
@@ -70,7 +70,7 @@ def tune(method, problem, *, rounds, max_candidates=8, budget_seconds=None, cost
     if not kept:
         return Tuning(method, None, None, tried, divergent)
     values = [[m[name] for name in METRIC_NAMES] for _, _, m in kept]
-    grades = grey_relational_grades(values, LARGER_IS_BETTER)
+    grades = grey_relational_grades(values, LARGER_IS_BETTER, resolution=RESOLUTION)
     best = int(np.argmax(grades))
     return Tuning(method, kept[best][0], kept[best][1], tried, divergent,
                   [(p, m, float(g)) for (p, _, m), g in zip(kept, grades)])

@@ -40,6 +40,7 @@ from collections import Counter
 from contextlib import contextmanager
 from pathlib import Path
 
+import numpy as np
 from joblib import Parallel, cpu_count, delayed, parallel_config
 from threadpoolctl import threadpool_limits
 
@@ -188,10 +189,19 @@ def _load_saved(path, fingerprint, *, any_code=False):
         return None
 
 
-def check_config(config):
-    """ValueError naming what of ``config`` no comparison can run, before any work."""
+def check_config(config, latency=0.2575):
+    """ValueError naming what of ``config`` (and the time model's ``latency``) no
+    comparison can run, or runs twice, before any work."""
     problems = [f"fraction {f!r} is not in (0, 1]" for f in config["fractions"]
                 if not (isinstance(f, (int, float)) and 0 < f <= 1)]
+    problems += [f"fraction {f!r} is given {n} times"
+                 for f, n in Counter(float(f) for f in config["fractions"]
+                                     if isinstance(f, (int, float))).items() if n > 1]
+    problems += [f"partition {spec!r} of {name} is given {n} times"
+                 for name, specs in config["datasets"].items()
+                 for spec, n in Counter(specs).items() if n > 1]
+    if not (isinstance(latency, (int, float)) and np.isfinite(latency) and latency >= 0):
+        problems.append(f"latency must be a finite number of seconds >= 0, got {latency!r}")
     counts = dict(rounds=config["rounds"], tune_rounds=config["tune_rounds"],
                   max_candidates=config["max_candidates"],
                   eval_every=config.get("eval_every", 1))
@@ -226,7 +236,7 @@ def run_suite(config, output, *, methods=METHODS, costs=None, latency=0.2575, se
     ``report_only``: run nothing; draw the figures and tables from the saved comparisons
     of these settings whatever code ran them (say which), or raise ValueError naming
     those that are missing."""
-    check_config(config)
+    check_config(config, latency)
     if deterministic and config.get("budget_seconds") is not None:
         config = dict(config, budget_seconds=None)
     out = Path(output).resolve()   # the same folder for every worker

@@ -16,7 +16,7 @@ from hyfdca.experiments._compare import truncate_by_time
 from hyfdca.experiments._methods import (charge_compute, charge_encryption, default_params,
                                          sgd_step_limit)
 from hyfdca.experiments._report import summary_rows, tuning_table
-from hyfdca.experiments._metrics import diverged
+from hyfdca.experiments._metrics import METRIC_NAMES, RESOLUTION, diverged
 
 
 def test_gra_matches_a_hand_computation():
@@ -31,6 +31,20 @@ def test_gra_matches_a_hand_computation():
 def test_gra_prefers_a_dominating_candidate_and_ignores_constant_metrics():
     values = [[5.0, 0.1, 7.0], [4.0, 0.2, 7.0], [6.0, 0.05, 7.0]]
     assert E.select_by_gra(values, [False, True, True]) == 1
+
+
+def test_gra_counts_a_spread_within_a_metrics_resolution_as_agreement():
+    """Three runtimes 1e-4 apart (a baseline's latency-bound rounds) outvote a final loss
+    ten times lower under min-max normalisation; within the runtimes' 1% resolution they
+    agree and the loss decides (the metrics' own RESOLUTION marks the runtimes so)."""
+    fast, slow = 0.25750, 0.25753
+    values = [[fast, fast, fast, 1.0], [slow, slow, slow, 0.1]]
+    better = [False] * 4
+    assert E.select_by_gra(values, better) == 0
+    assert E.select_by_gra(values, better, resolution=[0.01] * 3 + [0.0]) == 1
+    assert [r > 0 for r in RESOLUTION] == [n.startswith("runtime") for n in METRIC_NAMES]
+    with pytest.raises(ValueError, match="resolution must be 4 numbers >= 0"):
+        E.select_by_gra(values, better, resolution=[-1.0] * 4)
 
 
 @pytest.mark.parametrize("values, message", [
@@ -204,6 +218,8 @@ def test_a_fraction_of_one_is_full_participation(tmp_path, problem):
     (dict(baseline_candidates=0), "baseline_candidates must be a whole number >= 1, got 0"),
     (dict(eval_every=0), "eval_every must be a whole number >= 1, got 0"),
     (dict(datasets={"breast_cancer": ()}), "these settings name no comparison"),
+    (dict(datasets={"breast_cancer": ("2x2", "2x2")}),
+     "partition '2x2' of breast_cancer is given 2 times"),
 ])
 def test_settings_no_comparison_can_run_are_refused_before_any_work(tmp_path, change,
                                                                     message):
@@ -434,6 +450,10 @@ def test_the_cli_says_where_an_interrupted_experiment_resumes(tmp_path, monkeypa
     (["--fractions", "0.5,1.5"], "fraction 1.5 is not in (0, 1]"),
     (["--jobs", "0"], "--jobs must be -1 (one per core) or a whole number >= 1, got 0"),
     (["--output", ""], "the output folder's name is empty"),
+    (["--fractions", "0.5,0.50"], "fraction 0.5 is given 2 times"),
+    (["--latency", "nan"], "latency must be a finite number of seconds >= 0, got nan"),
+    (["--latency", "-1"], "latency must be a finite number of seconds >= 0, got -1.0"),
+    (["--qu"], "unrecognized arguments: --qu"),   # no abbreviation stands for --quick
 ])
 def test_the_cli_refuses_an_experiment_no_comparison_can_run(tmp_path, monkeypatch, capsys,
                                                             arguments, message):
@@ -681,6 +701,41 @@ def test_the_sgd_defaults_do_not_blow_up_on_the_squared_losses(loss):
     hinge = dataclasses.replace(problem, loss="hinge")
     assert sgd_step_limit(hinge) == np.inf
     assert default_params("FedAvg", 1e-2, np.inf) == dict(iic=1.0, a=100.0, b=10.0)
+
+
+def test_winners_name_ties_and_a_nan_wins_nothing():
+    """Equal finals are no method's win (the verdict counted them for the first method
+    listed, HyFDCA); a NaN accuracy loses to any number."""
+    same = [3.0, 2.0, 1.5]
+    runs = {m: _history(same, accuracy=[0.5, 0.7, 0.9]) for m in ("HyFDCA", "FedAvg")}
+    assert E.winners(runs) == ("tie: HyFDCA, FedAvg", "tie: HyFDCA, FedAvg")
+    runs["HyFDCA"] = _history([3.0, 2.0, 1.0], accuracy=[0.5, np.nan, np.nan])
+    assert E.winners(runs) == ("HyFDCA", "FedAvg")
+    runs["FedAvg"] = _history(same, accuracy=[np.nan] * 3)
+    assert E.winners(runs)[1] == "-"
+
+
+def test_equal_time_compares_every_method_at_the_time_all_of_them_reached(problem):
+    """With the rounds capped (time_round_cap 1: no more rounds than HyFDCA's), the
+    baselines' cheaper rounds end before HyFDCA's budget; every method is then read at the
+    shortest time reached, HyFDCA's curve cut there too."""
+    comp = E.compare("c", problem, ["HyFDCA", "FedAvg"], rounds=6, tune_rounds=2,
+                     max_candidates=1, time_round_cap=1)
+    latency = comp.latency
+    budget = comp.by_iteration["HyFDCA"].simulated_time(latency)[-1]
+    reach = comp.by_iteration["FedAvg"].simulated_time(latency)[-1]
+    assert reach < budget   # the cap bound FedAvg
+    ends = {m: h.simulated_time(latency)[-1] for m, h in comp.by_time.items()}
+    assert max(ends.values()) <= reach
+    assert len(comp.by_time["HyFDCA"].rounds) < 6
+
+
+def test_a_verdict_whose_runs_at_the_defaults_all_diverged_shows_dashes(problem):
+    comp = E.compare("s", problem, ["HyFDCA", "FedAvg"], rounds=3, tune_rounds=2,
+                     max_candidates=1)
+    comp.diverged.update({("defaults", m): "OverflowError" for m in comp.by_iteration})
+    row = E.verdict_table([comp])[0].splitlines()[2]
+    assert "| - / - |" in row
 
 
 def test_the_verdict_says_not_run_where_hyfdca_was_left_out(problem):
