@@ -48,9 +48,9 @@ class Comparison:
 
 def truncate_by_time(history, budget, latency):
     """A copy of ``history`` holding the rounds (and evaluations) within ``budget``
-    seconds of simulated time."""
+    seconds of simulated time (round 0 at least, where that alone costs more)."""
     elapsed = history.simulated_time(latency)      # index r: after r rounds
-    last = int(np.searchsorted(elapsed, budget, side="right")) - 1
+    last = max(0, int(np.searchsorted(elapsed, budget, side="right")) - 1)
     out = History(p_star=history.p_star)
     out.rounds = history.rounds[:last]
     out.evaluations = {r: e for r, e in history.evaluations.items() if r <= last}
@@ -140,8 +140,9 @@ def final_values(history, last=5):
 
 def winners(runs):
     """(method with the lowest final relative loss, method with the highest accuracy), each
-    "tie: A, B" where several share the best value (no method wins it) and "-" where no
-    run has a finite value; a NaN value wins nothing."""
+    "tie: A, B" where several share the best value to 12 digits (means of the same values
+    summed in another order; no method wins it) and "-" where no run has a finite value;
+    a NaN value wins nothing."""
     finals = {m: final_values(h) for m, h in runs.items()}
     return tuple(_best({m: sign * v[i] for m, v in finals.items()})
                  for i, sign in ((0, 1.0), (1, -1.0)))
@@ -153,5 +154,5 @@ def _best(scores):
     if not finite:
         return "-"
     low = min(finite.values())
-    best = [m for m, v in finite.items() if v == low]
+    best = [m for m, v in finite.items() if np.isclose(v, low, rtol=1e-12, atol=0.0)]
     return best[0] if len(best) == 1 else "tie: " + ", ".join(best)

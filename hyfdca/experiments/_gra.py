@@ -9,10 +9,11 @@ the deviation from the ideal is D_cm = 1 - normalised, the grey relational coeff
 
 with D_min, D_max over all candidates and metrics, and the grey relational grade is the
 mean of xi_cm over metrics. The candidate with the largest grade is chosen. A metric on
-which all candidates agree carries no information and gets normalised value 1; so does a
-metric whose spread is within its ``resolution`` (max - min <= resolution max |x|): the
+which all candidates agree carries no information and gets normalised value 1. A metric's
+``resolution`` r widens its span to at least r max |x| (normalised: 1 - |x - best| / span):
 min-max normalisation would otherwise stretch a difference below what the metric can
-resolve (a time model's 0.01%) to the full range and let it decide.
+resolve (a time model's 0.01%) to the full range and let it decide; with the wider span
+such a difference moves the grade by as little as it is.
 """
 
 import numpy as np
@@ -36,9 +37,10 @@ def grey_relational_grades(values, larger_is_better, zeta=0.5, resolution=None):
     if not np.all(np.isfinite(values)):
         raise ValueError("metric values must be finite; exclude divergent runs first")
     low, high = values.min(axis=0), values.max(axis=0)
-    span = np.where(high > low, high - low, 1.0)
-    normalised = np.where(better, values - low, high - values) / span
-    normalised[:, high - low <= resolution * np.maximum(np.abs(high), np.abs(low))] = 1.0
+    span = np.maximum(high - low, resolution * np.maximum(np.abs(high), np.abs(low)))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        normalised = 1.0 - np.where(better, high - values, values - low) / span
+    normalised[:, span == 0] = 1.0
     deviation = 1.0 - normalised
     d_min, d_max = deviation.min(), deviation.max()
     if d_max == 0.0:

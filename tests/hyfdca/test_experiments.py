@@ -728,6 +728,8 @@ def test_equal_time_compares_every_method_at_the_time_all_of_them_reached(proble
     ends = {m: h.simulated_time(latency)[-1] for m, h in comp.by_time.items()}
     assert max(ends.values()) <= reach
     assert len(comp.by_time["HyFDCA"].rounds) < 6
+    assert "Compared by time short of HyFDCA's time for its rounds" in E.verdict_table([comp])[0]
+    assert len(truncate_by_time(comp.by_iteration["HyFDCA"], 0.0, latency).rounds) == 0
 
 
 def test_a_verdict_whose_runs_at_the_defaults_all_diverged_shows_dashes(problem):
