@@ -359,9 +359,10 @@ def certificate_rounding(loss, primal, *, frac_bits, n_clients):
     return max(n_clients, 1) * 2.0 ** -(frac_bits + 1) * (2.0 + slope)
 
 
-def checked_best_pair(history, loss, *, frac_bits, n_clients):
-    """(P_best, D_best) of ``history`` (:meth:`feddata.History.certified`), or
-    CertificateError where they contradict weak duality beyond the rounding of the two
+def check_best_pair(evaluations, loss, *, frac_bits, n_clients):
+    """CertificateError where the smallest finite primal P_best and the largest finite
+    dual D_best of ``evaluations`` (round -> {"primal", "dual"}, as in
+    ``History.evaluations``) contradict weak duality beyond the rounding of the two
     certificates they come from: P_best >= P* - e_a and D_best <= P* + e_b (e of
     :func:`certificate_rounding` at each one's primal), so P_best - D_best >= -(e_a + e_b).
 
@@ -369,23 +370,23 @@ def checked_best_pair(history, loss, *, frac_bits, n_clients):
     client lost its certified points the certified point restarts at x_t, whose primal may
     lie above P_best, so a wrong dual could pass that check and close the certified gap.
     """
-    best_primal, best_dual = history.certified()
-    if not np.isfinite(best_primal - best_dual):
-        return best_primal, best_dual
-    at = {name: min(r for r, e in history.evaluations.items() if e[name] == value)
-          for name, value in (("primal", best_primal), ("dual", best_dual))}
-    allowance = sum(certificate_rounding(loss, history.evaluations[r]["primal"],
-                                         frac_bits=frac_bits, n_clients=n_clients)
-                    for r in at.values())
+    primal = {r: e["primal"] for r, e in evaluations.items() if np.isfinite(e["primal"])}
+    dual = {r: e["dual"] for r, e in evaluations.items() if np.isfinite(e["dual"])}
+    if not primal or not dual:
+        return
+    at_primal = min(primal, key=lambda r: (primal[r], r))
+    at_dual = min(dual, key=lambda r: (-dual[r], r))
+    allowance = sum(certificate_rounding(loss, evaluations[r]["primal"], frac_bits=frac_bits,
+                                         n_clients=n_clients) for r in (at_primal, at_dual))
+    best_primal, best_dual = primal[at_primal], dual[at_dual]
     if best_primal - best_dual < -allowance:
         raise CertificateError(
-            f"the best certified dual ({best_dual:.9g}, round {at['dual']}) exceeds the "
-            f"best certified primal ({best_primal:.9g}, round {at['primal']}) by "
+            f"the best certified dual ({best_dual:.9g}, round {at_dual}) exceeds the best "
+            f"certified primal ({best_primal:.9g}, round {at_primal}) by "
             f"{best_dual - best_primal:.3g}, more than the {allowance:.3g} that fixed-point "
             f"rounding can explain: weak duality says P(w) >= D(alpha), so a secure sum "
             f"or an encoded value is wrong (a lost, duplicated or forged share?); the run "
             f"is not converged")
-    return best_primal, best_dual
 
 
 def larger_l1(*ws):

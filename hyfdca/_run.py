@@ -7,7 +7,7 @@ import numpy as np
 
 from feddata import History
 from hyfdca._batched import BatchedHyFDCA
-from hyfdca._certificate import certificate_rounding, checked_best_pair
+from hyfdca._certificate import certificate_rounding, check_best_pair
 from hyfdca._checkpoint import (CheckpointError, check_same_run, dataset_fingerprint,
                                 latest_checkpoint, load_checkpoint, save_checkpoint)
 from hyfdca._protocol import HyFDCARun
@@ -132,12 +132,15 @@ def train(run, history, *, max_rounds, tol=None, rel_tol=None, eval_every=1,
                 raise
             run.skipped_certificates.append(run.round)
             last = history.last_evaluation
-            return _certified_gap(run, history, last["primal"], last["dual"])
+            return _certified_gap(history, last["primal"], last["dual"])
+        if np.isfinite(primal - dual):   # (a diverged certificate is reported as that)
+            _check_best_pair(run, {**history.evaluations,
+                                   run.round: dict(primal=primal, dual=dual)})
         first = not history.evaluations
         history.add_evaluation(run.round, primal, dual, _accuracy(w, validation),
                                iterate_primal, iterate_dual)
         history.add_certificate_cost(run.round, run.certificate_costs[-1])
-        gap, best_primal = _certified_gap(run, history, primal, dual)
+        gap, best_primal = _certified_gap(history, primal, dual)
         if first or primal == best_primal:  # the first, then the smallest finite primal
             run.model = w
         return gap, best_primal
@@ -155,8 +158,9 @@ def _train_rounds(run, history, evaluate, max_rounds, tol, rel_tol, eval_every, 
                   callback, stop, save, save_every, resumed):
     """The rounds of :func:`train`."""
     if resumed:
+        _check_best_pair(run, history.evaluations)   # the history as it was saved
         last = history.last_evaluation
-        gap, primal = _certified_gap(run, history, last["primal"], last["dual"])
+        gap, primal = _certified_gap(history, last["primal"], last["dual"])
         if run.round >= max_rounds and max(history.evaluations) != run.round:
             # a finished run saved before its end's off-schedule certificate: make it
             gap, primal = evaluate()
@@ -198,13 +202,17 @@ def _train_rounds(run, history, evaluate, max_rounds, tol, rel_tol, eval_every, 
             break
 
 
-def _certified_gap(run, history, primal, dual):
-    """(certified gap, best primal); NaN when this certificate diverged (the run stops).
-    CertificateError where the best primal and dual of different certificates contradict
-    weak duality (:func:`checked_best_pair`; on resume too, for the history loaded)."""
-    best_primal, best_dual = checked_best_pair(history, run.settings.loss,
-                                               frac_bits=run.frac_bits,
-                                               n_clients=run.n_clients)
+def _check_best_pair(run, evaluations):
+    """:func:`~hyfdca._certificate.check_best_pair` with ``run``'s loss, fixed point and
+    clients: the best primal and dual of different certificates checked against each
+    other, before a certificate is recorded and on resume."""
+    check_best_pair(evaluations, run.settings.loss, frac_bits=run.frac_bits,
+                    n_clients=run.n_clients)
+
+
+def _certified_gap(history, primal, dual):
+    """(certified gap, best primal); NaN when this certificate diverged (the run stops)."""
+    best_primal, best_dual = history.certified()
     if not np.isfinite(primal - dual):
         return np.nan, primal
     return best_primal - best_dual, best_primal

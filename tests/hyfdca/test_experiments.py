@@ -33,10 +33,11 @@ def test_gra_prefers_a_dominating_candidate_and_ignores_constant_metrics():
     assert E.select_by_gra(values, [False, True, True]) == 1
 
 
-def test_gra_counts_a_spread_within_a_metrics_resolution_as_agreement():
+def test_gra_weighs_a_spread_within_a_metrics_resolution_by_its_size():
     """Three runtimes 1e-4 apart (a baseline's latency-bound rounds) outvote a final loss
-    ten times lower under min-max normalisation; within the runtimes' 1% resolution they
-    agree and the loss decides (the metrics' own RESOLUTION marks the runtimes so)."""
+    ten times lower under min-max normalisation; with the runtimes' span widened to their
+    1% resolution they move the grade by 1% of the range and the loss decides (the
+    metrics' own RESOLUTION marks the runtimes so)."""
     fast, slow = 0.25750, 0.25753
     values = [[fast, fast, fast, 1.0], [slow, slow, slow, 0.1]]
     better = [False] * 4

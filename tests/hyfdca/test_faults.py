@@ -130,25 +130,26 @@ def test_a_forged_dual_after_a_restart_is_checked_against_the_best_primal(grid,
         rest[-1][sums_layout(has_previous).dual] += forgery.pop("delta", 0.0)
     monkeypatch.setattr(_client, "segment_objective_sums", forging)
 
-    def certified_run(delta):
+    def certified_run(delta, history):
         def restart_client_0(run):
             if run.round == restart_after:
                 run.clients[0] = run.clients[0].restarted()
                 assert run.rejoin(0)
                 forgery["delta"] = delta
         run = HyFDCARun(grid, settings(), crypto="mask")
-        history = History()
         train(run, history, max_rounds=restart_after + 1, tol=1e-12, eval_every=1,
               callback=restart_client_0)
         return history.evaluations
 
-    evaluations = certified_run(0.0)
+    evaluations = certified_run(0.0, History())
     best_before = min(e["primal"] for r, e in evaluations.items() if r <= restart_after)
     after = evaluations[restart_after + 1]
     assert after["primal"] > best_before + 1e-6  # the restart's window
+    history = History()
     with pytest.raises(CertificateError, match=r"best certified dual .* round 31\) exceeds "
                                                r"the best certified primal"):
-        certified_run((best_before + after["primal"]) / 2 - after["dual"])
+        certified_run((best_before + after["primal"]) / 2 - after["dual"], history)
+    assert max(history.evaluations) == restart_after   # the refuted one is not recorded
 
 
 @pytest.mark.parametrize("frac_bits", [16, 32])
