@@ -275,8 +275,10 @@ def test_an_interrupted_suite_resumes_from_its_saved_comparisons(tmp_path, monke
     saved.write_bytes(saved.read_bytes()[:-100])   # a damaged file is computed again
     E.run_suite(dict(config, rounds=7), tmp_path / "stopped", **options)
     assert computed == ["breast_cancer 2x2 f=0.9"]
-    with pytest.raises(ValueError, match="settings repeated"):
+    with pytest.raises(ValueError, match="fraction 0.5 is given 2 times"):
         E.run_suite(dict(config, fractions=(0.5, 0.5)), tmp_path / "stopped", **options)
+    with pytest.raises(ValueError, match="settings repeated"):   # the same label
+        E.run_suite(dict(config, fractions=(0.5, 0.5000001)), tmp_path / "stopped", **options)
 
 
 def test_a_comparison_stopped_part_way_resumes_from_its_finished_runs(tmp_path,
