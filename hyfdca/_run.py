@@ -271,8 +271,8 @@ def run_rounding(run, primal):
 
 
 def run_converged(run, gap, primal, tol=None, rel_tol=None):
-    """:func:`converged` with the rounding bound of ``run``'s certificates (a gap of 0
-    that does not converge: a tolerance below what the rounding lets any run certify)."""
+    """:func:`converged` with the rounding bound of ``run``'s certificates. At gap 0 it
+    says whether any certificate at best primal ``primal`` could meet the tolerance."""
     return converged(gap, primal, tol, rel_tol, run_rounding(run, primal))
 
 
