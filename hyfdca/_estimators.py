@@ -123,10 +123,15 @@ class _HyFDCABase(BaseEstimator):
             relative = (f"relative duality gap {(primal - dual) / dual:.3g}" if dual > 0
                         else f"duality gap {primal - dual:.3g} and no relative bound (the "
                              f"best dual {dual:.3g} is not positive)")
-            advice = ("raise max_rounds" if run_converged(run, 0.0, primal, rel_tol=self.tol)
-                      else f"no gap can certify it: the fixed point's rounding moves the "
-                           f"gap by up to {run_rounding(run, primal):.3g} at "
-                           f"frac_bits={run.frac_bits}; raise tol or frac_bits")
+            rounding = (f"the fixed point's rounding moves the gap by up to "
+                        f"{run_rounding(run, primal):.3g} at frac_bits={run.frac_bits}")
+            if not run_converged(run, 0.0, primal, rel_tol=self.tol):  # P* <= P: certain
+                advice = f"no gap can certify it: {rounding}; raise tol or frac_bits"
+            elif dual > 0 and not run_converged(run, 0.0, dual, rel_tol=self.tol):
+                advice = (f"raise max_rounds; but near P* (>= the dual) no gap may certify "
+                          f"it: {rounding}")
+            else:
+                advice = "raise max_rounds"
             warnings.warn(f"HyFDCA stopped after {run.round} rounds with {relative} > "
                           f"tol={self.tol:g}; {advice}", ConvergenceWarning)
         return run.model, history, run.round

@@ -119,7 +119,15 @@ def test_a_tolerance_below_the_rounding_is_named_in_the_warning(cancer):
                                                 r"frac_bits=16; raise tol or frac_bits"):
         HyFDCAClassifier(tol=1e-6, **options).fit(X, y)
     with pytest.warns(ConvergenceWarning, match=r"tol=0.01; raise max_rounds$"):
-        HyFDCAClassifier(tol=1e-2, **options).fit(X, y)
+        fitted = HyFDCAClassifier(tol=1e-2, **options).fit(X, y)
+    # a tol the best primal could certify but a primal at the dual could not: P* lies
+    # between, so the advice says both
+    primal, dual = fitted.history_.certified()
+    e = 9 * 2.0 ** -17 * 3   # K 2^-(f+1) (2 + L), the hinge loss on the 3x3 grid
+    between = e / ((primal + dual) / 2 - e)
+    with pytest.warns(ConvergenceWarning, match=r"raise max_rounds; but near P\* \(>= the "
+                                                r"dual\) no gap may certify it"):
+        HyFDCAClassifier(tol=between, **options).fit(X, y)
 
 
 def test_bool_targets_are_regressed_as_zero_and_one(cancer):
