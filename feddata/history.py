@@ -52,6 +52,21 @@ def _plain(value):
     return float(value)
 
 
+def best_pair(evaluations):
+    """((P_best, its round), (D_best, its round)): the smallest finite primal and the
+    largest finite dual of ``evaluations`` (round -> {"primal", "dual", ...}, as
+    :attr:`History.evaluations`), each at its earliest round; (NaN, None) where none is
+    finite."""
+    def best(name, sign):
+        finite = [(sign * e[name], r) for r, e in evaluations.items()
+                  if np.isfinite(e[name])]
+        if not finite:
+            return np.nan, None
+        value, round_ = min(finite)
+        return float(sign * value), round_
+    return best("primal", 1.0), best("dual", -1.0)
+
+
 class History:
     """Rounds (traffic, crypto counts, slowest client's compute) and evaluations
     (primal, dual, gap, relative loss (P - P*)/P* when P* is known, validation accuracy).
@@ -101,11 +116,8 @@ class History:
         primal."""
         if not self.evaluations:
             raise ValueError("History.certified: no evaluation recorded yet")
-        primal = np.array([e["primal"] for e in self.evaluations.values()], dtype=float)
-        dual = np.array([e["dual"] for e in self.evaluations.values()], dtype=float)
-        primal, dual = primal[np.isfinite(primal)], dual[np.isfinite(dual)]
-        return (float(primal.min()) if primal.size else np.nan,
-                float(dual.max()) if dual.size else np.nan)
+        (primal, _), (dual, _) = best_pair(self.evaluations)
+        return primal, dual
 
     def rows(self):
         start = dict.fromkeys(ROUND_FIELDS, 0)

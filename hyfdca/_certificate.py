@@ -22,6 +22,7 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
+from feddata.history import best_pair
 from solvers import loss_value, neg_conjugate, projected_dual
 
 # the grid of the certified point's step c: 0, 1/32, ..., 1 (0 keeps the last point,
@@ -359,26 +360,21 @@ def certificate_rounding(loss, primal, *, frac_bits, n_clients):
     return max(n_clients, 1) * 2.0 ** -(frac_bits + 1) * (2.0 + slope)
 
 
-def check_best_pair(evaluations, loss, *, frac_bits, n_clients):
+def check_best_pair(evaluations, rounding):
     """CertificateError where the smallest finite primal P_best and the largest finite
-    dual D_best of ``evaluations`` (round -> {"primal", "dual"}, as in
-    ``History.evaluations``) contradict weak duality beyond the rounding of the two
-    certificates they come from: P_best >= P* - e_a and D_best <= P* + e_b (e of
-    :func:`certificate_rounding` at each one's primal), so P_best - D_best >= -(e_a + e_b).
+    dual D_best of ``evaluations`` (``feddata.history.best_pair``) contradict weak duality
+    beyond the rounding of the two certificates they come from: P_best >= P* - e_a and
+    D_best <= P* + e_b (e = ``rounding(P)`` at each one's primal, the run's
+    :func:`certificate_rounding`), so P_best - D_best >= -(e_a + e_b).
 
     :func:`checked_certificate` checks each certificate against its own primal; after a
     client lost its certified points the certified point restarts at x_t, whose primal may
     lie above P_best, so a wrong dual could pass that check and close the certified gap.
     """
-    primal = {r: e["primal"] for r, e in evaluations.items() if np.isfinite(e["primal"])}
-    dual = {r: e["dual"] for r, e in evaluations.items() if np.isfinite(e["dual"])}
-    if not primal or not dual:
+    (best_primal, at_primal), (best_dual, at_dual) = best_pair(evaluations)
+    if at_primal is None or at_dual is None:
         return
-    at_primal = min(primal, key=lambda r: (primal[r], r))
-    at_dual = min(dual, key=lambda r: (-dual[r], r))
-    allowance = sum(certificate_rounding(loss, evaluations[r]["primal"], frac_bits=frac_bits,
-                                         n_clients=n_clients) for r in (at_primal, at_dual))
-    best_primal, best_dual = primal[at_primal], dual[at_dual]
+    allowance = sum(rounding(evaluations[r]["primal"]) for r in (at_primal, at_dual))
     if best_primal - best_dual < -allowance:
         raise CertificateError(
             f"the best certified dual ({best_dual:.9g}, round {at_dual}) exceeds the best "

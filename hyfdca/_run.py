@@ -203,11 +203,10 @@ def _train_rounds(run, history, evaluate, max_rounds, tol, rel_tol, eval_every, 
 
 
 def _check_best_pair(run, evaluations):
-    """:func:`~hyfdca._certificate.check_best_pair` with ``run``'s loss, fixed point and
-    clients: the best primal and dual of different certificates checked against each
-    other, before a certificate is recorded and on resume."""
-    check_best_pair(evaluations, run.settings.loss, frac_bits=run.frac_bits,
-                    n_clients=run.n_clients)
+    """:func:`~hyfdca._certificate.check_best_pair` at ``run``'s rounding: the best primal
+    and dual of different certificates checked against each other, before a certificate
+    is recorded and on resume."""
+    check_best_pair(evaluations, lambda primal: run_rounding(run, primal))
 
 
 def _certified_gap(history, primal, dual):
