@@ -56,7 +56,7 @@ def measure(fed, participation, rounds, lam):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n\n")[0])
     parser.add_argument("--datasets", default="a9a",
                         help=f"comma-separated subset of {list(matrix.DATASETS)}")
     parser.add_argument("--partitions", default="3x3", help="comma-separated partition specs")

@@ -67,7 +67,7 @@ class Doubling:
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n\n")[0])
     parser.add_argument("--dataset", default="fashion-mnist", choices=list(matrix.DATASETS))
     parser.add_argument("--partition", default="quadrants:5")
     parser.add_argument("--lam", type=float, default=1e-4)

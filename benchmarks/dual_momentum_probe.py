@@ -190,7 +190,7 @@ positive_int = whole_number(1)   # argparse type: a whole number >= 1
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n\n")[0])
     parser.add_argument("--dataset", default="a9a",
                         help="a catalogue name (fashion-mnist: label < 5 against the rest)")
     parser.add_argument("--lam", type=float, default=1e-5)

@@ -109,7 +109,7 @@ def problem(rows, fraction, draw_block=1):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--rows", type=positive_int, help="first rows of a9a (default: all)")
     parser.add_argument("--rounds", type=positive_int, help="measured rounds (default: 50)")

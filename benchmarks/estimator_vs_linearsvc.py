@@ -97,7 +97,7 @@ def contenders(loss, lam, n):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="10,000 rows, lam 1e-4")
     parser.add_argument("--loss", choices=("hinge", "logistic"), default="hinge")
     parser.add_argument("--repeats", type=positive_int, default=3,

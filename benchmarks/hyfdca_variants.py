@@ -359,7 +359,7 @@ def headline(results):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true",
                         help="a9a 3x3 at lam 1e-4 only (~2 min on one core)")
     parser.add_argument("--jobs", type=positive_int, default=min(2, os.cpu_count() or 1))

@@ -123,7 +123,7 @@ def ckks_alpha_error(n_values, rounds, holders, rng):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--repeats", type=positive_int, default=3,
                         help="timings per operation (the best is shown)")
