@@ -189,6 +189,13 @@ def _load_saved(path, fingerprint, *, any_code=False):
         return None
 
 
+def _partition_key(spec):
+    """``spec`` without spaces and with its numbers as plain integers: two texts that name
+    the same partition (``partition_from_spec`` reads '2x2', ' 2x2' and '02x2' alike)
+    have the same key."""
+    return re.sub(r"\d+", lambda digits: str(int(digits[0])), "".join(str(spec).split()))
+
+
 def check_config(config, latency=0.2575):
     """ValueError naming what of ``config`` (and the time model's ``latency``) no
     comparison can run, or runs twice, before any work."""
@@ -197,9 +204,13 @@ def check_config(config, latency=0.2575):
     problems += [f"fraction {f!r} is given {n} times"
                  for f, n in Counter(float(f) for f in config["fractions"]
                                      if isinstance(f, (int, float))).items() if n > 1]
-    problems += [f"partition {spec!r} of {name} is given {n} times"
-                 for name, specs in config["datasets"].items()
-                 for spec, n in Counter(specs).items() if n > 1]
+    for name, specs in config["datasets"].items():
+        spelled = {}
+        for spec in specs:
+            spelled.setdefault(_partition_key(spec), []).append(spec)
+        problems += [f"partition {key!r} of {name} is given {len(given)} times "
+                     f"(as {', '.join(map(repr, given))})"
+                     for key, given in spelled.items() if len(given) > 1]
     if not (isinstance(latency, (int, float)) and np.isfinite(latency) and latency >= 0):
         problems.append(f"latency must be a finite number of seconds >= 0, got {latency!r}")
     counts = dict(rounds=config["rounds"], tune_rounds=config["tune_rounds"],

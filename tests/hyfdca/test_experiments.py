@@ -221,6 +221,8 @@ def test_a_fraction_of_one_is_full_participation(tmp_path, problem):
     (dict(datasets={"breast_cancer": ()}), "these settings name no comparison"),
     (dict(datasets={"breast_cancer": ("2x2", "2x2")}),
      "partition '2x2' of breast_cancer is given 2 times"),
+    (dict(datasets={"breast_cancer": ("2x2", " 2x2", "02x2")}),   # the same partition
+     "partition '2x2' of breast_cancer is given 3 times (as '2x2', ' 2x2', '02x2')"),
 ])
 def test_settings_no_comparison_can_run_are_refused_before_any_work(tmp_path, change,
                                                                     message):
