@@ -69,7 +69,7 @@ import time
 import numpy as np
 
 from baselines._base import ConvexBaseline
-from solvers import check_positive
+from solvers import check_positive, is_number
 from feddata import local_work
 from solvers.kernels import row_sq_norms, sdca_pass
 
@@ -115,8 +115,7 @@ class D3CA(ConvexBaseline):
             holders = np.bincount(np.concatenate([b.feature_ids for b in blocks]),
                                   minlength=dataset.n_features)
             gamma = 1.0 / holders.max() if gamma == "averaging" else 1.0
-        elif (isinstance(gamma, bool) or not isinstance(gamma, (int, float, np.number))
-              or not 0 < gamma <= 1):
+        elif not (is_number(gamma) and 0 < gamma <= 1):
             raise ValueError(f"gamma must be one of {GAMMAS} or a number in (0, 1] (1 adds "
                              f"the updates; more would push the dual out of the loss's "
                              f"domain), got {gamma!r}")

@@ -26,7 +26,7 @@ from hyfdca._encoding_range import FixedPointRangeError, frac_bits_range
 from hyfdca._round import step_bits
 from hyfdca._run import run_converged, run_hyfdca, run_rounding
 from hyfdca._settings import HyFDCASettings
-from solvers import as_csr
+from solvers import as_csr, is_number
 
 def split(X, y, partition, seed):
     """FederatedDataset from pooled data: a partition spec (grid sizes capped at the
@@ -87,8 +87,7 @@ class _HyFDCABase(BaseEstimator):
         if not self.fit_intercept:
             return X
         scaling = self.intercept_scaling
-        if (isinstance(scaling, bool) or not isinstance(scaling, (int, float, np.number))
-                or not np.isfinite(scaling) or scaling <= 0):
+        if not (is_number(scaling) and np.isfinite(scaling) and scaling > 0):
             raise ValueError(f"intercept_scaling must be a finite number > 0 (the bias "
                              f"column's value), got {scaling!r}")
         bias = sp.csr_matrix(np.full((X.shape[0], 1), float(self.intercept_scaling)))

@@ -43,7 +43,7 @@ from solvers._sdca import (
 )
 from solvers._validation import (as_csr, check_classification_labels, check_finite,
                                  check_labels, check_positive, check_validation_set,
-                                 check_whole, is_whole)
+                                 check_whole, is_number, is_whole)
 
 __all__ = [
     "CLASSIFICATION_LOSSES",
@@ -71,6 +71,7 @@ __all__ = [
     "default_cache_dir",
     "encode_targets",
     "epoch_order",
+    "is_number",
     "is_whole",
     "loss_code",
     "loss_derivative",

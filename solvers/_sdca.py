@@ -27,7 +27,7 @@ from solvers.kernels import (
     sdca_pass,
 )
 from solvers._validation import (as_csr, check_classification_labels, check_finite,
-                                 check_labels, check_positive, check_whole)
+                                 check_labels, check_positive, check_whole, is_number)
 
 ORDERS = ("random", "permuted")
 
@@ -274,8 +274,7 @@ def sdca(X, y, *, loss="hinge", lam=1e-4, tol=1e-6, max_epochs=200, order="permu
         raise ValueError(f"unknown order {order!r}; expected one of {ORDERS}")
     check_whole(eval_every, "eval_every", 1)
     check_whole(max_epochs, "max_epochs", 0)
-    if not isinstance(tol, (int, float, np.number)) or isinstance(tol, bool) \
-            or not np.isfinite(tol) or tol < 0:
+    if not (is_number(tol) and np.isfinite(tol) and tol >= 0):
         raise ValueError(f"tol must be a finite number >= 0, got {tol!r}")
     if shrinking and loss != "hinge":
         raise ValueError(f"shrinking=True needs loss='hinge', got loss={loss!r}")

@@ -82,6 +82,12 @@ def check_labels(y, n_samples, name="y"):
     return y
 
 
+def is_number(value):
+    """Whether ``value`` is an int, a float or a NumPy number, not a bool (nor a string):
+    a step, a rate, a tolerance."""
+    return isinstance(value, (int, float, np.number)) and not isinstance(value, bool)
+
+
 def is_whole(value):
     """Whether ``value`` is an int (NumPy's too), not a bool: a count, an id, a seed."""
     return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
@@ -98,8 +104,7 @@ def check_whole(value, name, least):
 def check_positive(value, name):
     """``value`` as a float, or ValueError naming ``name`` unless it is a finite number
     > 0 (a bool or a string is not a number here)."""
-    number = isinstance(value, (int, float, np.number)) and not isinstance(value, bool)
-    if not (number and np.isfinite(value) and value > 0):
+    if not (is_number(value) and np.isfinite(value) and value > 0):
         raise ValueError(f"{name} must be a positive finite number, got {value!r}")
     return float(value)
 
@@ -113,7 +118,7 @@ def check_classification_labels(y, loss):
     bad = np.flatnonzero((y != 1.0) & (y != -1.0))
     if bad.size:
         found = np.unique(y)
-        shown = ", ".join(f"{v:g}" if isinstance(v, (int, float, np.number)) else repr(v)
+        shown = ", ".join(f"{v:g}" if is_number(v) else repr(v)
                           for v in found[:10].tolist()) + (" ..." if found.size > 10 else "")
         raise ValueError(
             f"loss {loss!r} needs labels -1 and +1, but {bad.size} sample(s) (first: sample "

@@ -51,7 +51,7 @@ from hyfdca.experiments._methods import METHODS, Problem
 from hyfdca.experiments._report import (plot_grid, plot_time_breakdown, summary_rows,
                                         tuning_table, verdict_table)
 from hyfdca.experiments._saved_runs import SavedRuns
-from solvers import centralized_solution
+from solvers import centralized_solution, is_number
 
 FRACTIONS = (0.1, 0.5, 0.9)
 QUICK = dict(datasets={"breast_cancer": ("2x2", "3x3")}, fractions=(0.5, 0.9), lam=1e-2,
@@ -200,10 +200,10 @@ def check_config(config, latency=0.2575):
     """ValueError naming what of ``config`` (and the time model's ``latency``) no
     comparison can run, or runs twice, before any work."""
     problems = [f"fraction {f!r} is not in (0, 1]" for f in config["fractions"]
-                if not (isinstance(f, (int, float)) and 0 < f <= 1)]
+                if not (is_number(f) and 0 < f <= 1)]
     problems += [f"fraction {f!r} is given {n} times"
                  for f, n in Counter(float(f) for f in config["fractions"]
-                                     if isinstance(f, (int, float))).items() if n > 1]
+                                     if is_number(f)).items() if n > 1]
     for name, specs in config["datasets"].items():
         spelled = {}
         for spec in specs:
@@ -211,7 +211,7 @@ def check_config(config, latency=0.2575):
         problems += [f"partition {key!r} of {name} is given {len(given)} times "
                      f"(as {', '.join(map(repr, given))})"
                      for key, given in spelled.items() if len(given) > 1]
-    if not (isinstance(latency, (int, float)) and np.isfinite(latency) and latency >= 0):
+    if not (is_number(latency) and np.isfinite(latency) and latency >= 0):
         problems.append(f"latency must be a finite number of seconds >= 0, got {latency!r}")
     counts = dict(rounds=config["rounds"], tune_rounds=config["tune_rounds"],
                   max_candidates=config["max_candidates"],

@@ -231,6 +231,12 @@ def test_settings_no_comparison_can_run_are_refused_before_any_work(tmp_path, ch
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize("latency", [True, "0.25", -1.0, np.nan])
+def test_a_latency_that_is_not_a_number_of_seconds_is_refused(latency):
+    with pytest.raises(ValueError, match="latency must be a finite number of seconds >= 0"):
+        E.check_config(E.QUICK, latency)
+
+
 def test_an_interrupted_suite_resumes_from_its_saved_comparisons(tmp_path, monkeypatch):
     """Each comparison is saved as it finishes; a stopped suite run again into the same
     folder computes only what is missing and gives the bits of an uninterrupted run; a
