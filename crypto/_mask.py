@@ -84,6 +84,14 @@ class MaskPayload:
                    np.zeros(n + 1, np.int64), np.zeros((0, 2), _U64),
                    np.zeros(0, np.int64), np.zeros((0, _LANES), _U64))
 
+    @classmethod
+    def fresh(cls, value, tags, nonce):
+        """A freshly encrypted vector: value i's one atom is keystream position i under the
+        one ``nonce`` ((2,) uint64), with coefficient 1 in every lane."""
+        n = len(value)
+        return cls(value, tags, np.arange(n + 1, dtype=np.int64), np.tile(nonce, (n, 1)),
+                   np.arange(n, dtype=np.int64), np.ones((n, _LANES), _U64))
+
     def __len__(self):
         return len(self.value)
 
@@ -246,9 +254,7 @@ class MaskKeyHolder(KeyHolder):
         m_mod = np.mod(ints[:, None], _P64).astype(_U64)
         tags = (self._mac * m_mod % PRIMES + k[:, 1:] % PRIMES) % PRIMES
         packed = np.frombuffer(nonce + bytes(4), "<u8")
-        return MaskPayload(ints.view(_U64) + k[:, 0], tags, np.arange(n + 1, dtype=np.int64),
-                           np.tile(packed, (n, 1)), np.arange(n, dtype=np.int64),
-                           np.ones((n, _LANES), _U64))
+        return MaskPayload.fresh(ints.view(_U64) + k[:, 0], tags, packed)
 
     def _masks(self, payload):
         """(value-lane masks (L,), tag masks (L, 3)) of every value from its recipe."""

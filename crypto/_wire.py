@@ -85,10 +85,7 @@ def _mask_payload(arrays):
     tags = np.array(arrays["tags"], dtype=np.uint64)
     n = value.size
     if "fresh_nonce" in arrays:
-        nonce = np.repeat(_nonce_words(arrays["fresh_nonce"]), n, axis=0)
-        return MaskPayload(value, tags, np.arange(n + 1, dtype=np.int64), nonce,
-                           np.arange(n, dtype=np.int64), np.ones((n, tags.shape[1] + 1),
-                                                                 dtype=np.uint64))
+        return MaskPayload.fresh(value, tags, _nonce_words(arrays["fresh_nonce"])[0])
     if "counts" not in arrays:
         return MaskPayload.zeros(n).with_lanes(value, tags)
     indptr = np.zeros(n + 1, dtype=np.int64)
