@@ -40,8 +40,11 @@ def test_after_stall_is_auto_partial_with_the_step_bits_kept():
     # less: the line search stalls far from the optimum there (section 6, thirtieth round)
     assert after.iic == pytest.approx(0.03 * 10 ** 0.5) and after.min_H == partial.min_H
     assert partial.iic < 0.03 < after.iic
-    for field in ("sigma", "rho", "holder_weights", "sampling", "draw", "aggregation"):
+    for field in ("rho", "holder_weights", "sampling", "draw", "aggregation"):
         assert getattr(after, field) == getattr(partial, field), field
+    # the fallback takes auto-partial's local work, not its sigma rule: at f >= 0.5 the
+    # capped preset keeps the safe value (auto-partial's rule is near it there)
+    assert after.sigma == settings.sigma == "safe" and partial.sigma == "partial-safe"
     assert step_bits(after) == step_bits(settings) == STEP_BITS  # alpha keeps its scale
     assert settings.after_stall(  # given local work is kept
         ).iic != 0.2 and HyFDCASettings.from_variant(
