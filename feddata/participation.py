@@ -20,6 +20,12 @@ def cyclic_subsets(fraction):
     return max(1, int(np.ceil(1.0 / fraction - 1e-9)))
 
 
+def draw_size(fraction, n_clients):
+    """Clients drawn each round under participation ``fraction``: round(f K) (Python's
+    round), at least one."""
+    return max(1, int(round(fraction * n_clients)))
+
+
 class Participation:
     """Available clients per round.
 
@@ -53,7 +59,7 @@ class Participation:
     @property
     def draw_size(self):
         """Clients drawn each round under ``fraction``: round(f K), at least one."""
-        return max(1, int(round(self.fraction * self.n_clients)))
+        return draw_size(self.fraction, self.n_clients)
 
     @property
     def everyone_each_round(self):

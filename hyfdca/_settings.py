@@ -7,7 +7,7 @@ import numpy as np
 from feddata import PARTICIPATION_KINDS as PARTICIPATION
 from feddata.participation import cyclic_subsets
 from hyfdca._round import STEP_BITS
-from hyfdca._sigma import partial_safe_sigma, safe_sigma
+from hyfdca._sigma import partial_sigma, safe_sigma
 from solvers import (CLASSIFICATION_LOSSES, LOSS_CODES, check_positive, loss_code,
                      loss_value)
 
@@ -54,7 +54,7 @@ PROX_CAP = 10.0
 PHASE_E_MU = 3.0
 CAPPED_PROX_CAP = 40.0
 PROX_RULES = ("auto", "strong")  # prox values resolved on the data by bind()
-SIGMA_RULES = ("safe", "partial-safe")  # sigma values resolved on the data by bind()
+SIGMA_RULES = ("safe", "partial")  # sigma values resolved on the data by bind()
 # auto-full's line_search_relax theta: the server steps theta g*, not the exact g*. The
 # exact step zig-zags (consecutive dw nearly opposite, g* small and large in turn); the
 # relaxed step breaks the zig-zag and never lowers the dual (_round.choose_step), the
@@ -127,7 +127,7 @@ VARIANTS = {
                       certify_running_mean=True, line_search_relax=AUTO_FULL_RELAX),
     # (its iic is scaled with the square root of lam below AUTO_PARTIAL_LAM by
     # _preset_values)
-    "auto-partial": dict(sigma="partial-safe", rho="norm", line_search=False, sampling="shared",
+    "auto-partial": dict(sigma="partial", rho="norm", line_search=False, sampling="shared",
                          draw="permuted", aggregation="mean", iic=AUTO_PARTIAL_IIC, min_H=10,
                          holder_weights="norm-share", iic_coherence=True),
     # Issue 14's prototype without its rollback: rho, and the line search kept on with
@@ -188,8 +188,8 @@ class HyFDCASettings:
     ``curvature_scaling="absent-share"`` scales the line search's curvature
     lam ||dw||^2 by the share of the moved rows' norms that present holders carry
     (``_round.line_search_step``). ``sigma`` is a
-    number, "safe" (``_sigma.safe_sigma``) or "partial-safe" (the groups present in
-    expectation plus a staleness term, ``_sigma.partial_safe_sigma``); ``rho`` is "one" (the paper) or "norm"; ``aggregation`` is "mean"
+    number, "safe" (``_sigma.safe_sigma``) or "partial" (the groups present in
+    expectation plus a staleness term, ``_sigma.partial_sigma``); ``rho`` is "one" (the paper) or "norm"; ``aggregation`` is "mean"
     (alpha_i moves by the weighted mean of its present holders' updates, absent ones
     counting as 0) or "consistent" (only samples whose holders are all present are drawn);
     ``holder_weights`` gives the mean's weights: "equal" (1/|C_i|, the paper) or
@@ -327,8 +327,9 @@ class HyFDCASettings:
             (_whole(self.min_H) and self.min_H >= 1,
              f"min_H must be a whole number >= 1, got {self.min_H!r}"),
             (self.sigma in SIGMA_RULES or (isinstance(self.sigma, (int, float))
+                                           and not isinstance(self.sigma, bool)
                                            and 0 < self.sigma < np.inf),
-             f"sigma must be a finite number > 0, 'safe' or 'partial-safe', got "
+             f"sigma must be a finite number > 0, 'safe' or 'partial', got "
              f"{self.sigma!r}"),
             (self.rho in ("one", "norm"), f"rho must be 'one' or 'norm', got {self.rho!r}"),
             (self.sampling in ("shared", "independent"),
@@ -425,8 +426,8 @@ class HyFDCASettings:
         sigma, iic = self.sigma, self._iic_on(layout)
         if sigma == "safe":
             sigma = safe_sigma(layout)
-        elif sigma == "partial-safe":
-            sigma = partial_safe_sigma(layout, self.participation, self.fraction,
+        elif sigma == "partial":
+            sigma = partial_sigma(layout, self.participation, self.fraction,
                                        replace(self, iic=iic).inner_steps,
                                        1.0 / _lam_factor(self.lam, IIC_LAM_POWER))
         kappa = self._prox_on(layout)
@@ -553,7 +554,7 @@ class HyFDCASettings:
 
     @property
     def sigma_bound(self):
-        """sigma as a number, 'safe' and 'partial-safe' resolved on the data (bound
+        """sigma as a number, 'safe' and 'partial' resolved on the data (bound
         settings only)."""
         self._require_bound("sigma_bound")
         return self.sigma_value

@@ -11,12 +11,13 @@ rule counts the groups present in expectation and adds a term for that staleness
 
 import numpy as np
 
-from feddata.participation import cyclic_subsets
+from feddata.participation import cyclic_subsets, draw_size
 
 # beta: the staleness term is beta c T (c the layout's coherence, T the stale moves of
-# :func:`stale_moves`); measured on a9a at f = 0.1 (c = 0.447: 2.4 T at auto-partial's
-# local work 0.03) and checked on the SMS text, news20-like and Fashion-MNIST
-# (docs/algorithm.md section 6, thirty-seventh round)
+# :func:`stale_moves`): fitted on a9a split five ways at f = 0.1 (c = 0.447, each client
+# moving 0.03 of its samples a round: beta x 0.03 = 2.4 per unit of stale overlap), a
+# heuristic, not a bound; checked on Fashion-MNIST (docs/algorithm.md section 6,
+# thirty-seventh round)
 STALE_COUPLING = 80.0
 
 
@@ -34,12 +35,15 @@ def present_per_round(participation, fraction, n_clients):
         return float(n_clients)
     if participation == "cyclic":
         return n_clients / cyclic_subsets(fraction)
-    return float(max(1, int(round(fraction * n_clients))))
+    return float(draw_size(fraction, n_clients))
 
 
 def chance_any_present(n_clients, present, group_size):
     """P(at least one of ``group_size`` given clients is among ``present`` drawn without
-    replacement from ``n_clients``): 1 - prod_{j < n_g} (K - m - j) / (K - j)."""
+    replacement from ``n_clients``): 1 - prod_{j < n_g} (K - m - j) / (K - j). Under
+    cyclic participation (fixed subsets of a seeded permutation, m = K / ceil(1/f) on
+    average) the same product is an approximation: exact for the average over
+    permutations where ceil(1/f) divides K."""
     j = np.arange(group_size)
     missed = np.clip((n_clients - present - j) / (n_clients - j), 0.0, None)
     return 1.0 - float(np.prod(missed))
@@ -52,8 +56,9 @@ def present_groups(layout, present):
     counts = layout.holder_counts
     groups = {}
     for ids in layout.sample_ids:
-        size, weight = groups.get(ids.tobytes(), (0, 0.0))
-        groups[ids.tobytes()] = (size + 1, weight + float(np.max(1.0 / counts[ids])))
+        key = np.asarray(ids, dtype=np.int64).tobytes()   # the same ids whatever their dtype
+        size, weight = groups.get(key, (0, 0.0))
+        groups[key] = (size + 1, weight + float(np.max(1.0 / counts[ids])))
     k = len(layout.sample_ids)
     return sum(chance_any_present(k, present, size) * weight
                for size, weight in groups.values())
@@ -65,9 +70,10 @@ def stale_moves(layout, present, steps):
     Client k moves a share H_k / |I_k| of its samples a round (``steps(n)`` = H_k of a
     client of n samples). Since h last took part it has missed (K - m)/(K - 1) rounds'
     moves of each other client in expectation (the absence's rounds, each with m of the
-    other K - 1 present: ((K - m)/m)(m/(K - 1)); memoryless for a random fraction), so T
-    is the expected number of moves of h's samples, as a share of N, that its stale
-    parts miss; 0 at full participation and where no sample is shared."""
+    other K - 1 present: ((K - m)/m)(m/(K - 1)); memoryless for a random fraction; under
+    cyclic participation an approximation, as h's own subset never moves while h is
+    away), so T is the expected number of moves of h's samples, as a share of N, that its
+    stale parts miss; 0 at full participation and where no sample is shared."""
     k, n = len(layout.sample_ids), layout.n_samples
     if k < 2:
         return 0.0
@@ -79,20 +85,22 @@ def stale_moves(layout, present, steps):
     return (k - present) / (k - 1) * missed / n
 
 
-def partial_safe_sigma(layout, participation, fraction, steps, lam_scale=1.0):
+def partial_sigma(layout, participation, fraction, steps, lam_scale=1.0):
     """sigma = max(1, sigma_c) + STALE_COUPLING c T lam_scale (:func:`present_groups`,
-    :func:`stale_moves`; c the layout's coherence, 1 where the layout lacks it): the safe
-    value under full participation. ``lam_scale``: HyFDCASettings gives (1e-4 / lam)^(1/2)
-    below lam 1e-4, which undoes the presets' scaling of the local work with lam there: a
-    stale part drifts by about H (x_i . x_j) / (lam N) a round, more at a smaller lam for
-    the same H, and measured the term wants the staleness of lam 1e-4's local work (a9a
-    3x3 at lam 1e-5, f = 0.1: sigma 1.22 from the local work of lam 1e-5 ended at relative
-    loss 0.067, 2 at 0.0081, 3 at 0.0128). With one client a round on a P x Q grid whose
+    :func:`stale_moves`; c the layout's coherence, 1 where the layout lacks it); the safe
+    value under full participation. ``lam_scale``: HyFDCASettings gives (1e-4 /
+    lam)^(1/2) below lam 1e-4, whatever the local work: a stale move shifts x_i . w by
+    about (x_i . x_j) / (lam N), more at a smaller lam, and measured the term wants the
+    square root of that growth (a9a 3x3 at lam 1e-5, f = 0.1: without the factor sigma
+    1.22 ended at relative loss 0.067, with it 1.71 at 0.0089; 2 at 0.0081, 3 at 0.0128;
+    for the presets it cancels their (lam / 1e-4)^(1/2) scaling of the local work). With one client a round on a P x Q grid whose
     clients move a share s of their samples, sigma = 1 + beta c (Q - 1) s / P (a9a 3x3,
     s = 0.03: 1.72 against the safe 3; vertical in 4: 4.2 against 1): below the safe
     value where few groups take part and little is stale, above it where most of a
     sample's holders are absent and its rows are coherent."""
     m = present_per_round(participation, fraction, len(layout.sample_ids))
+    if m >= len(layout.sample_ids):
+        return safe_sigma(layout)        # every group present, nothing stale
     coherence = 1.0 if layout.coherence is None else layout.coherence
     return (max(1.0, present_groups(layout, m))
             + STALE_COUPLING * coherence * stale_moves(layout, m, steps) * lam_scale)

@@ -245,8 +245,8 @@ def test_history_exports(small, tmp_path, p_star):
     (dict(H=2.5), "H must be a whole number >= 1, got 2.5"),   # never truncated to 2
     (dict(H=True), "H must be a whole number >= 1, got True"),
     (dict(H=5, iic=0.1), "give exactly one of H and iic"),
-    (dict(H=5, sigma=-1.0), "sigma must be a finite number > 0, 'safe' or 'partial-safe'"),
-    (dict(sigma=float("inf")), "sigma must be a finite number > 0, 'safe' or 'partial-safe', got inf"),
+    (dict(H=5, sigma=-1.0), "sigma must be a finite number > 0, 'safe' or 'partial'"),
+    (dict(sigma=float("inf")), "sigma must be a finite number > 0, 'safe' or 'partial', got inf"),
     (dict(iic=float("inf")), "iic must be a finite number > 0, got inf"),
     (dict(smoothing=float("inf")), "smoothing must be a finite number > 0, got inf"),
     (dict(step_cap=1e-6), "step_cap must be in [2^-16, 1] (a step below rounds to 0"),
@@ -287,7 +287,7 @@ def test_auto_partial_is_auto_full_on_horizontal_data(small, name, overrides, li
         assert bound.H == overrides["H"] and bound.iic is None
     else:
         assert bound.iic == overrides.get("iic", 1.0 if line_search else 0.03)
-    assert bound.sigma == overrides.get("sigma", 1.0 if line_search else "partial-safe")
+    assert bound.sigma == overrides.get("sigma", 1.0 if line_search else "partial")
     assert (bound.participation, bound.fraction) == ("fraction", 0.3)
     if line_search:  # the same numbers as full participation, participation aside
         assert bound.sigma_value == preset.sigma_value and bound.rho == preset.rho
@@ -467,7 +467,7 @@ def test_settings_built_directly_are_never_re_resolved(small):
               if f.name != "overridden"}
     bound = HyFDCASettings(**fields).bind(fed)
     assert (bound.variant, bound.participation, bound.fraction) == ("auto", "fraction", 0.3)
-    assert (bound.line_search, bound.sigma, bound.iic, bound.min_H) == (False, "partial-safe",
+    assert (bound.line_search, bound.sigma, bound.iic, bound.min_H) == (False, "partial",
                                                                         0.03, 10)
 
 

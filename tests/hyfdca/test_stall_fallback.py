@@ -44,7 +44,7 @@ def test_after_stall_is_auto_partial_with_the_step_bits_kept():
         assert getattr(after, field) == getattr(partial, field), field
     # the fallback takes auto-partial's local work, not its sigma rule: at f >= 0.5 the
     # capped preset keeps the safe value (auto-partial's rule is near it there)
-    assert after.sigma == settings.sigma == "safe" and partial.sigma == "partial-safe"
+    assert after.sigma == settings.sigma == "safe" and partial.sigma == "partial"
     assert step_bits(after) == step_bits(settings) == STEP_BITS  # alpha keeps its scale
     assert settings.after_stall(  # given local work is kept
         ).iic != 0.2 and HyFDCASettings.from_variant(
