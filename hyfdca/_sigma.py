@@ -93,11 +93,13 @@ def partial_sigma(layout, participation, fraction, steps, lam_scale=1.0):
     about (x_i . x_j) / (lam N), more at a smaller lam, and measured the term wants the
     square root of that growth (a9a 3x3 at lam 1e-5, f = 0.1: without the factor sigma
     1.22 ended at relative loss 0.067, with it 1.71 at 0.0089; 2 at 0.0081, 3 at 0.0128;
-    for the presets it cancels their (lam / 1e-4)^(1/2) scaling of the local work). With one client a round on a P x Q grid whose
-    clients move a share s of their samples, sigma = 1 + beta c (Q - 1) s / P (a9a 3x3,
-    s = 0.03: 1.72 against the safe 3; vertical in 4: 4.2 against 1): below the safe
-    value where few groups take part and little is stale, above it where most of a
-    sample's holders are absent and its rows are coherent."""
+    for the presets it cancels their (lam / 1e-4)^(1/2) scaling of the local work).
+
+    With one client a round on a P x Q grid whose clients move a share s of their
+    samples, sigma = 1 + beta c (Q - 1) s / P (a9a 3x3, s = 0.03: 1.71 against the safe
+    3; vertical in 4: 4.2 against 1): below the safe value where few groups take part and
+    little is stale, above it where most of a sample's holders are absent and its rows
+    are coherent."""
     m = present_per_round(participation, fraction, len(layout.sample_ids))
     if m >= len(layout.sample_ids):
         return safe_sigma(layout)        # every group present, nothing stale
