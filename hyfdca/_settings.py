@@ -187,9 +187,10 @@ class HyFDCASettings:
     :attr:`exact_line_search`, and a preset's theta falls to 1 where that is off.
     ``curvature_scaling="absent-share"`` scales the line search's curvature
     lam ||dw||^2 by the share of the moved rows' norms that present holders carry
-    (``_round.line_search_step``). ``sigma`` is a
-    number, "safe" (``_sigma.safe_sigma``) or "partial" (the groups present in
-    expectation plus a staleness term, ``_sigma.partial_sigma``); ``rho`` is "one" (the paper) or "norm"; ``aggregation`` is "mean"
+    (``_round.line_search_step``). ``sigma`` is a number, "safe"
+    (``_sigma.safe_sigma``) or "partial" (the groups present in expectation plus a
+    staleness term, ``_sigma.partial_sigma``); ``rho`` is "one" (the paper) or "norm";
+    ``aggregation`` is "mean"
     (alpha_i moves by the weighted mean of its present holders' updates, absent ones
     counting as 0) or "consistent" (only samples whose holders are all present are drawn);
     ``holder_weights`` gives the mean's weights: "equal" (1/|C_i|, the paper) or
@@ -428,8 +429,8 @@ class HyFDCASettings:
             sigma = safe_sigma(layout)
         elif sigma == "partial":
             sigma = partial_sigma(layout, self.participation, self.fraction,
-                                       replace(self, iic=iic).inner_steps,
-                                       1.0 / _lam_factor(self.lam, IIC_LAM_POWER))
+                                  replace(self, iic=iic).inner_steps,
+                                  1.0 / _lam_factor(self.lam, IIC_LAM_POWER))
         kappa = self._prox_on(layout)
         strong = self._is_strong(self.lam + kappa)
         phase_e = strong if self.second_inner_product == "auto" else self.second_inner_product

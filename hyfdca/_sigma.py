@@ -21,11 +21,15 @@ from feddata.participation import cyclic_subsets, draw_size
 STALE_COUPLING = 80.0
 
 
+def _client_weight(counts, ids):
+    """max_{i in I_k} 1/|C_i|: client k's part of the safe value."""
+    return float(np.max(1.0 / counts[ids]))
+
+
 def safe_sigma(layout):
     """sum over clients k of max_{i in I_k} 1/|C_i|: the number of sample groups whose
     updates add up when every client takes part (a P x Q grid: P)."""
-    counts = layout.holder_counts
-    return sum(float(np.max(1.0 / counts[ids])) for ids in layout.sample_ids)
+    return sum(_client_weight(layout.holder_counts, ids) for ids in layout.sample_ids)
 
 
 def present_per_round(participation, fraction, n_clients):
@@ -53,12 +57,11 @@ def present_groups(layout, present):
     """sigma_c = sum over groups g of P(g present) sum_{k in g} max_{i in I_k} 1/|C_i|,
     a group being the clients that hold the same samples (a grid's row of blocks): the
     safe value of the clients a round has, in expectation (at m = K, the safe value)."""
-    counts = layout.holder_counts
     groups = {}
     for ids in layout.sample_ids:
         key = np.asarray(ids, dtype=np.int64).tobytes()   # the same ids whatever their dtype
         size, weight = groups.get(key, (0, 0.0))
-        groups[key] = (size + 1, weight + float(np.max(1.0 / counts[ids])))
+        groups[key] = (size + 1, weight + _client_weight(layout.holder_counts, ids))
     k = len(layout.sample_ids)
     return sum(chance_any_present(k, present, size) * weight
                for size, weight in groups.values())

@@ -12,7 +12,7 @@ from feddata.partition._builders import (
     split_like,
     vertical,
 )
-from feddata.partition._spec import SPEC_HELP, partition_from_spec
+from feddata.partition._spec import SPEC_HELP, partition_from_spec, spec_key
 
 __all__ = [
     "dealt_features",
@@ -22,6 +22,7 @@ __all__ = [
     "mnist_quadrants",
     "partition_from_spec",
     "SPEC_HELP",
+    "spec_key",
     "split_like",
     "vertical",
 ]

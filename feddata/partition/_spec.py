@@ -10,6 +10,13 @@ SPEC_HELP = ("'PxQ' (P sample groups x Q feature groups), 'horizontal:K', 'verti
              "MNIST scheme, bias feature 10 appended)")
 
 
+def spec_key(spec):
+    """``spec`` without spaces and with its numbers as plain integers: two texts that
+    :func:`partition_from_spec` reads as the same partition ('2x2', ' 2x2', '02x2') have
+    the same key."""
+    return re.sub(r"\d+", lambda digits: str(int(digits[0])), "".join(str(spec).split()))
+
+
 def _grid(text, spec):
     match = _GRID.match(text.strip())
     if not match:

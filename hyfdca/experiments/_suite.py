@@ -45,6 +45,7 @@ from joblib import Parallel, cpu_count, delayed, parallel_config
 from threadpoolctl import threadpool_limits
 
 from feddata import datasets, federated_problem
+from feddata.partition import spec_key
 from hyfdca._checkpoint import pickled, write_atomic
 from hyfdca.experiments._compare import compare
 from hyfdca.experiments._methods import METHODS, Problem
@@ -189,13 +190,6 @@ def _load_saved(path, fingerprint, *, any_code=False):
         return None
 
 
-def _partition_key(spec):
-    """``spec`` without spaces and with its numbers as plain integers: two texts that name
-    the same partition (``partition_from_spec`` reads '2x2', ' 2x2' and '02x2' alike)
-    have the same key."""
-    return re.sub(r"\d+", lambda digits: str(int(digits[0])), "".join(str(spec).split()))
-
-
 def check_config(config, latency=0.2575):
     """ValueError naming what of ``config`` (and the time model's ``latency``) no
     comparison can run, or runs twice, before any work."""
@@ -207,7 +201,7 @@ def check_config(config, latency=0.2575):
     for name, specs in config["datasets"].items():
         spelled = {}
         for spec in specs:
-            spelled.setdefault(_partition_key(spec), []).append(spec)
+            spelled.setdefault(spec_key(spec), []).append(spec)
         problems += [f"partition {key!r} of {name} is given {len(given)} times "
                      f"(as {', '.join(map(repr, given))})"
                      for key, given in spelled.items() if len(given) > 1]
