@@ -2,8 +2,8 @@
 """The regime matrix of HyFDCA: data x partition x participation x lam x variant.
 
 Every cell runs HyFDCA (hinge, run seed 0 unless ``--seeds``, the batched engine:
-plaintext, the message protocol's iterates bit for bit) from alpha = 0 and evaluates the certificate every
-``--eval-every`` rounds. Per cell it reports
+plaintext, the message protocol's iterates bit for bit) from alpha = 0 and evaluates the
+certificate every ``--eval-every`` rounds. Per cell it reports
 
 * cert 5e-2, cert 1e-2: the first evaluated round whose duality gap P(w_c) - D(alpha_c)
   is at most 5e-2 P* (1e-2 P*), w_c and alpha_c the certified points (docs/algorithm.md

@@ -57,9 +57,9 @@ class Layout:
     """The public set-up information of a federated problem: who holds which samples and
     features (I_k, J_k), N, d and |C_i|. What a server may know; no data, no labels.
     ``sq_norm_total`` = ||X||_F^2 = sum_k ||X^k||_F^2 and ``mean_sq_total`` = sum_k |I_k|
-    ||m_k||^2 (m_k the mean row of block k; ``block_mean_sq``), the two statistics of the data the clients
-    disclose with their ids (for HyFDCA's ``prox="auto"`` and ``iic_coherence``; None:
-    not disclosed). :attr:`coherence` is their ratio."""
+    ||m_k||^2 (m_k the mean row of block k; ``block_mean_sq``), the two statistics of the
+    data the clients disclose with their ids (for HyFDCA's ``prox="auto"`` and
+    ``iic_coherence``; None: not disclosed). :attr:`coherence` is their ratio."""
 
     n_samples: int
     n_features: int

@@ -9,9 +9,10 @@ Python loop, no traffic accounting. The round record's ``rtc`` is counted from t
 phases (``_round.plan_round``) and the plain backend's operation counts (encrypt,
 decrypt, add, multiply: the values each phase encrypts, decrypts and adds) from the
 union, the synced rows and the draws, equal to the message protocol's (tested); bytes
-are reported as 0. ``compute_seconds`` estimates the slowest client's LocalDualMethod time: the batched kernel's CPU time (wall time x Numba
-threads) apportioned to clients by the size of their steps (non-zeros of the drawn rows
-+ 1 per step). ``updates`` counts the round's coordinate updates.
+are reported as 0. ``compute_seconds`` estimates the slowest client's LocalDualMethod
+time: the batched kernel's CPU time (wall time x Numba threads) apportioned to clients
+by the size of their steps (non-zeros of the drawn rows + 1 per step). ``updates``
+counts the round's coordinate updates.
 
 Every algorithmic decision (phases, eligible samples, rho, aggregation weights, the
 line-search terms and the step) comes from ``hyfdca._round``, as in the message engine;

@@ -9,8 +9,9 @@ client's LOCAL feature coordinates); a holding h is a (client, local sample) pai
 ``row_off[k]:row_off[k+1]`` are client k's; a feature holding is a (client, local
 feature) pair, ``feat_off[k]:feat_off[k+1]`` are client k's. What a round decides
 (steps, weights, line-search terms) comes from ``hyfdca._round``. The kernels repeat the
-plaintext protocol's arithmetic operation for operation (client-side floats, the fixed-point integers of the plain crypto backend, NumPy's summation order where the
-protocol sums with NumPy), so that both engines give the same bits.
+plaintext protocol's arithmetic operation for operation (client-side floats, the
+fixed-point integers of the plain crypto backend, NumPy's summation order where the protocol
+sums with NumPy), so that both engines give the same bits.
 
 Errors (a fixed-point overflow) cannot be raised inside a parallel loop: kernels set
 ``err[0] = 1`` and the caller raises. Per-client scratch (w on J_k, the local correction

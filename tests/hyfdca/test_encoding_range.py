@@ -56,7 +56,8 @@ def test_the_error_names_a_frac_bits_that_works_and_it_does(cancer):
 def test_too_many_fractional_bits_for_the_lane_are_refused(cancer):
     X, y = cancer
     fed = P.hybrid_grid(X[:240], y[:240], 2, 2)  # auto-full: line search, 16 step bits
-    with pytest.raises(FixedPointRangeError, match="would overflow the 60-bit lane of a sum of 4 parts"):
+    lane = "would overflow the 60-bit lane of a sum of 4 parts"
+    with pytest.raises(FixedPointRangeError, match=lane):
         BatchedHyFDCA(fed, settings(), frac_bits=50)
     with pytest.raises(FixedPointRangeError, match=r"alpha up to 1e\+03"):
         HyFDCARun(P.hybrid_grid(X[:240], y[:240] * 1e3, 2, 2), settings("squared"),
