@@ -233,6 +233,21 @@ def id_listing(ids):
     return f"[{head}{more}]"
 
 
+def label_problems(n_samples, sample_ids, labels):
+    """Samples whose holders give different labels, as messages (empty if none):
+    ``sample_ids[k]`` are one holder's global ids and ``labels[k]`` its labels for them,
+    plain or as the set-up's keyed tags (equal labels, equal tags)."""
+    if not len(sample_ids):
+        return []
+    ids, values = np.concatenate(sample_ids), np.concatenate(labels)
+    last = np.zeros(int(n_samples), dtype=values.dtype)
+    last[ids] = values   # one holder's label per sample; any other that differs is a clash
+    disagree = np.unique(ids[last[ids] != values])
+    if not disagree.size:
+        return []
+    return [f"holders disagree on the label of samples {id_listing(disagree)}"]
+
+
 class FederatedDataset:
     """Client blocks of one pooled problem, validated on construction.
 
@@ -282,7 +297,8 @@ class FederatedDataset:
             if not held.all():
                 problems.append(f"{name} held by no client: {id_listing(np.flatnonzero(~held))}")
         problems += self._overlap_problems()
-        problems += self._label_problems()
+        problems += label_problems(self.n_samples, [b.sample_ids for b in self.blocks],
+                                   [b.y for b in self.blocks])
         problems += self._range_problems()
         return problems
 
@@ -323,22 +339,6 @@ class FederatedDataset:
         held = coo.data != 0
         return (block.sample_ids[coo.row[held]] * self.n_features
                 + block.feature_ids[coo.col[held]])
-
-    def _label_problems(self):
-        labels = np.full(self.n_samples, np.nan)
-        seen = np.zeros(self.n_samples, dtype=bool)
-        conflicts = []
-        for block in self.blocks:
-            ids = block.sample_ids
-            clash = seen[ids] & (labels[ids] != block.y)
-            conflicts.append(ids[clash])
-            fresh = ~seen[ids]
-            labels[ids[fresh]] = block.y[fresh]
-            seen[ids] = True
-        conflicts = np.unique(np.concatenate(conflicts))
-        if conflicts.size:
-            return [f"holders disagree on the label of samples {id_listing(conflicts)}"]
-        return []
 
     # --- derived quantities -----------------------------------------------------------
 

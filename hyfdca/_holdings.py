@@ -33,7 +33,7 @@ import hashlib
 
 import numpy as np
 
-from feddata.federated import id_listing, overlap_positions
+from feddata.federated import label_problems, overlap_positions
 
 
 class HoldingsError(ValueError):
@@ -110,18 +110,6 @@ def check_entry_tags(k, entries, error):
         raise error(f"client {k}: entry tags must be (n, 2) uint64, got {entries.dtype} "
                     f"of shape {entries.shape}")
     return entries
-
-
-def label_problems(n_samples, shared_ids, labels):
-    """Samples whose holders' label tags differ, as messages: ``shared_ids[k]`` are the
-    global ids of client k's shared samples, ``labels[k]`` their tags."""
-    ids, tags = np.concatenate(shared_ids), np.concatenate(labels)
-    last = np.zeros(int(n_samples), dtype=np.uint64)
-    last[ids] = tags   # one holder's tag per sample; any other that differs is a clash
-    disagree = np.unique(ids[last[ids] != tags])
-    if not disagree.size:
-        return []
-    return [f"holders disagree on the label of samples {id_listing(disagree)}"]
 
 
 def entry_problems(entries, what="entries (sample, feature)"):

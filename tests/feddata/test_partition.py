@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 
 from feddata import partition as P
 from feddata import ClientBlock, FederatedDataset, make_block
+from feddata.federated import label_problems
 
 
 @pytest.fixture(scope="module")
@@ -219,6 +220,18 @@ def test_conflicting_labels_are_named():
     b = make_block(X[:, 2:], [1, -1, 1], [0, 1, 2], [2])
     with pytest.raises(ValueError, match=r"disagree on the label of samples \[1, 2\]"):
         FederatedDataset([a, b], 3, 3)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.uint64])
+def test_label_problems_finds_a_clash_whichever_holder_differs(dtype):
+    """Plain labels or the set-up's uint64 tags: sample 4 has three holders, only the middle
+    one differs; sample 2 one holder; sample 0 two that agree."""
+    ids = [np.array([0, 4]), np.array([0, 2, 4]), np.array([4])]
+    labels = [np.array(v, dtype=dtype) for v in ([1, 7], [1, 3, 9], [7])]
+    assert label_problems(5, ids, labels) == ["holders disagree on the label of samples [4]"]
+    labels[1][2] = 7
+    assert label_problems(5, ids, labels) == []
+    assert label_problems(5, [], []) == []
 
 
 def test_from_blocks_refuses_uncovered_entries_and_bad_ids(data):
