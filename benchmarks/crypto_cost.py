@@ -82,7 +82,7 @@ def measure(name, n_values, n_length, clock=time.process_time, protocol=False, *
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="phe on 20 values only")
     parser.add_argument("--n-values", type=positive_int, default=10_000)
     parser.add_argument("--phe-values", type=positive_int, default=None,

@@ -314,7 +314,7 @@ def table(rows):
 
 
 def main():
-    ap = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="fewer rounds / epochs (< 60 s)")
     ap.add_argument("--methods", default="hyfem,chfl,flic,apfed")
     ap.add_argument("--seeds", default="0,1,2")

@@ -88,7 +88,7 @@ def cell(job):
 
 
 def main():
-    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--jobs", type=positive_int, default=2,
                         help="cells run at once in worker processes")

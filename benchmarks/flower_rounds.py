@@ -114,7 +114,7 @@ def measure(folder, fed, settings, rounds, deploy):
 
 
 def main():
-    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=positive_int, default=None,
                         help="rounds of every engine (default 3)")
     parser.add_argument("--quick", action="store_true", help="1 round, no deployment")

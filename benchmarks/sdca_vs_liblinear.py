@@ -319,7 +319,7 @@ def fmt_row(cells, widths):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true",
                         help="small news20-like and shorter P* runs (whole run < 60 s)")
     args = parser.parse_args(argv)

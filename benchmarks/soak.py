@@ -82,7 +82,7 @@ def show(s, gap, seconds):
 
 
 def main():
-    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=None,
                         help=f"rounds to run (default 100,000; at least {MIN_ROUNDS:,})")
     parser.add_argument("--quick", action="store_true", help=f"{MIN_ROUNDS:,} rounds")

@@ -194,7 +194,7 @@ class HyFDCAClassifier(ClassifierMixin, _HyFDCABase):
         loss (P - P*) / P* of ``coef_``, the certified point with the smallest primal
         (docs/algorithm.md section 3). The
         defaults reach their tolerance on a9a's 3x3 split at full participation (round
-        220 at lam 1e-4, 760 at 1e-5; benchmarks/estimator_vs_linearsvc.py); a
+        160 at lam 1e-4, 690 at 1e-5 when last measured; benchmarks/estimator_vs_linearsvc.py); a
         ConvergenceWarning says when a fit stopped at ``max_rounds`` instead.
     fit_intercept, intercept_scaling :
         The intercept is the weight of an appended constant feature held by one client
@@ -203,7 +203,7 @@ class HyFDCAClassifier(ClassifierMixin, _HyFDCABase):
         dominates every row's norm (hinge, standardised breast cancer, lam 1e-4: the
         relative gap after 2,000 rounds is 3.5e-2 at 10 and 0.92 at 100, against the
         tolerance at 1).
-    crypto : {"plain", "paillier", "fast-paillier", "mask"}, default="plain"
+    crypto : {"plain", "paillier", "fast-paillier", "mask", "bfv"}, default="plain"
         Encryption backend of the simulated protocol (``crypto.BACKENDS``; Paillier keys
         are 2048 bits). The default is plaintext on purpose: ``fit`` splits pooled data
         that is already in one process, so no data crosses a boundary and encryption

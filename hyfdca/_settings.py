@@ -97,7 +97,8 @@ VARIANTS = {
     # stale): rho + line search + a full local pass, each round an ascent step (the
     # line search's step relaxed to AUTO_FULL_RELAX g*).
     # Otherwise, where the line search overshoots on stale state (fewer than half of the
-    # clients present): the safe curvature with rho and short rounds (iic 0.03 at
+    # clients present): the "partial" sigma (hyfdca._sigma: the safe value of the sample
+    # groups present plus a staleness term) with rho and short rounds (iic 0.03 at
     # lam >= 1e-4, less below: IIC_LAM_POWER), but at least 10 steps, so that small
     # clients do not spend a round on one or two.
     # All the auto presets weight each holder's update by its share of the row's norm

@@ -22,7 +22,10 @@ from solvers import LOSS_CODES, centralized_solution, sign_labels
 
 
 def cmd_datasets(args):
-    """List the catalogued data sets, whether this machine has them and from where."""
+    """List the catalogued data sets, whether this machine has them and from where. Data
+    files are looked for in the folders of $HYFDCA_DATA (separated by os.pathsep), then a
+    development checkout's ../shared/data and ~/hyfdca_data; Fashion-MNIST in
+    /usr/share/datasets/fashion-mnist (apt-get install -y dataset-fashion-mnist)."""
     rows = []
     for name, entry in datasets.CATALOG.items():
         where = datasets.locate_dataset(name)
@@ -504,8 +507,9 @@ def build_parser():
     p.add_argument("--loss", choices=sorted(LOSS_CODES), default=None,
                    help="the runs' loss: fast-paillier then sizes its slots for it (24 "
                         "per ciphertext for hinge, smoothed hinge, logistic, 18 for "
-                        "squared; 15 without --loss, for any loss); a run of a loss the "
-                        "keys were not made for is refused at set-up where it needs more")
+                        "squared and squared hinge, which have no dual box; 15 without "
+                        "--loss, for any loss); a run of a loss the keys were not made "
+                        "for is refused at set-up where it needs more")
     p.add_argument("--output", default="hyfdca-keys", help="folder for the two key files")
     p.set_defaults(func=cmd_keys)
 

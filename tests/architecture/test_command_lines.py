@@ -45,6 +45,23 @@ def test_the_check_sees_a_parser_that_allows_abbreviations():
     assert [_refuses_abbreviations(call) for call in _parsers(tree)] == [False, True]
 
 
+def _doc_description_cut_short(call):
+    """A description taken from the module docstring's first line alone (which stops
+    mid-sentence where the sentence wraps), not its first paragraph."""
+    return any(keyword.arg == "description" and "__doc__.splitlines()" in ast.unparse(keyword.value)
+               for keyword in call.keywords)
+
+
+def test_every_help_text_from_a_docstring_keeps_its_first_paragraph():
+    cut = [f"{path.relative_to(ROOT)}:{call.lineno}" for path in SOURCES
+           for call in _parsers(ast.parse(path.read_text(), filename=str(path)))
+           if _doc_description_cut_short(call)]
+    assert not cut, "help texts cut at the docstring's first line: " + ", ".join(cut)
+    tree = ast.parse("argparse.ArgumentParser(description=__doc__.splitlines()[0])\n"
+                     "argparse.ArgumentParser(description=__doc__.split('\\n\\n')[0])\n")
+    assert [_doc_description_cut_short(call) for call in _parsers(tree)] == [True, False]
+
+
 def test_a_benchmark_refuses_an_abbreviated_option():
     """``--he`` once stood for ``--help`` (as ``--bud`` for ``--budget``, which would run
     the matrix); now it is an error."""
