@@ -280,7 +280,8 @@ def cmd_experiment(args):
         _, wins_iter, wins_time, total, wins_defaults = experiments.run_suite(
             config, args.output, methods=methods, costs=costs, latency=args.latency,
             seed=args.seed, engine=args.engine, deterministic=args.deterministic,
-            n_jobs=args.jobs, scheduler=args.scheduler, report_only=args.report_only)
+            n_jobs=args.jobs, scheduler=args.scheduler, report_only=args.report_only,
+            overwrite=args.overwrite)
     except KeyboardInterrupt as err:
         terminated = isinstance(err, Terminated)
         resumable = ("the same command resumes from them" if args.deterministic or not costs
@@ -607,6 +608,10 @@ def build_parser():
                         "saved in OUTPUT/comparisons with these settings, whatever code "
                         "ran them (each one's source digest is printed); needs "
                         "--deterministic or --backend plain, as the run had")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace work saved in OUTPUT/comparisons with other settings "
+                        "(without it such a run is refused; work of other code only is "
+                        "computed again either way)")
     p.set_defaults(func=cmd_experiment)
     return parser
 

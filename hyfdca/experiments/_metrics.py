@@ -39,7 +39,8 @@ def selection_metrics(history, progress=0.9):
     five evaluated primal values; best validation accuracy (0 if none); volatility, the
     standard deviation of the differences of consecutive evaluated primal values of the
     iterate; and the first evaluated round where the primal has made ``progress`` of its
-    total decrease over the run (P_0 - P_r >= progress (P_0 - min P)). "primal" is the
+    total decrease over the run (P_0 - P_r >= progress (P_0 - min P); the last evaluated
+    round where it never fell below P_0, the worst value, not the best). "primal" is the
     model the method returns (HyFDCA: its certified point, which never rises but after a
     reset), "iterate_primal" the method's iterate (the same for the baselines; HyFDCA's
     offered point x_t, w(alpha) or its proximal iterate)."""
@@ -48,7 +49,8 @@ def selection_metrics(history, progress=0.9):
     _, iterate = evaluated(history, "iterate_primal")
     _, accuracy = evaluated(history, "validation_accuracy")
     drop = primal[0] - primal
-    reached = np.flatnonzero(drop >= progress * drop.max()) if drop.max() > 0 else [0]
+    reached = (np.flatnonzero(drop >= progress * drop.max()) if drop.max() > 0
+               else [rounds.size - 1])
     return dict(zip(METRIC_NAMES, per_round + [
         float(np.mean(primal[-5:])),
         float(np.nanmax(accuracy)) if np.isfinite(accuracy).any() else 0.0,

@@ -2,7 +2,8 @@
 
 import numpy as np
 
-from hyfdca.experiments._compare import final_values, winners, with_defaults
+from hyfdca.experiments._compare import (LAST_BY_ITERATION, LAST_BY_TIME, final_values,
+                                         winners, with_defaults)
 from hyfdca.experiments._metrics import evaluated, moving_average, smoothing_window
 
 COLORS = {"HyFDCA": "#C44E52", "FedAvg": "#4C72B0", "HyFEM": "#55A868", "D3CA": "#8172B2",
@@ -116,8 +117,9 @@ def plot_time_breakdown(comparisons, paths):
 
 def verdict_table(comparisons, reference=("36/36", "33/36")):
     """Markdown: per comparison the method with the lowest relative loss and the highest
-    accuracy, by iterations and by time, and by iterations with every method at its
-    defaults; HyFDCA's final values tuned and at its defaults; then HyFDCA's totals (two
+    accuracy, by iterations (the mean of the last five evaluations) and by time (the last,
+    at the horizon), and by iterations with every method at its defaults; HyFDCA's final
+    values tuned and at its defaults; then HyFDCA's totals (two
     comparisons per row and mode: loss and accuracy) beside the paper's, and with every
     method at its defaults. Returns (table, wins by iterations, wins by time, total, wins
     by iterations at the defaults)."""
@@ -128,13 +130,17 @@ def verdict_table(comparisons, reference=("36/36", "33/36")):
     wins_iter = wins_time = wins_defaults = total = 0
     for comp in comparisons:
         it = winners(comp.by_iteration) if comp.by_iteration else ("-", "-")
-        tm = winners(comp.by_time) if comp.by_time else ("-", "-")
+        tm = winners(comp.by_time, LAST_BY_TIME) if comp.by_time else ("-", "-")
         at_defaults = with_defaults(comp) if comp.by_iteration else {}
         df = winners(at_defaults) if at_defaults else ("-", "-")
         hy = comp.by_iteration.get("HyFDCA")
+        tuning = comp.tunings.get("HyFDCA")
         own = ("{:.3g} / {:.3f}".format(*final_values(hy)) if hy is not None
-               else "diverged" if "HyFDCA" in comp.tunings else "not run")
-        if ("defaults", "HyFDCA") in comp.diverged:
+               else "not run" if tuning is None
+               else "none viable" if tuning.params is None else "diverged")
+        if tuning is not None and tuning.params is None:
+            defaults = "none viable"   # the defaults are its first candidate
+        elif ("defaults", "HyFDCA") in comp.diverged:
             defaults = "diverged"
         elif "HyFDCA" not in comp.tunings:
             defaults = "-"
@@ -205,14 +211,16 @@ def tuning_table(comparisons):
 
 def summary_rows(comparisons):
     """Plain rows for JSON export: setting, mode, method, final relative loss, accuracy
-    (a method at its defaults as method "<method> (defaults)", by iterations, where run)."""
+    (by iterations the mean of the last five evaluations, by time the last; a method at
+    its defaults as method "<method> (defaults)", by iterations, where run)."""
     rows = []
     for comp in comparisons:
         modes = [("iteration", comp.by_iteration), ("time", comp.by_time),
                  ("iteration", {f"{m} (defaults)": h for m, h in comp.at_defaults.items()})]
         for mode, runs in modes:
             for method, history in runs.items():
-                rel, acc = final_values(history)
+                rel, acc = final_values(history, LAST_BY_TIME if runs is comp.by_time
+                                        else LAST_BY_ITERATION)
                 rows.append(dict(setting=comp.name, mode=mode, method=method, rounds=len(
                     history.rounds), final_relative_loss=rel, final_accuracy=acc,
                     simulated_seconds=float(history.simulated_time(comp.latency)[-1])))

@@ -190,6 +190,54 @@ def _load_saved(path, fingerprint, *, any_code=False):
         return None
 
 
+def _saved_fingerprints(comparison_file, runs_folder):
+    """The fingerprints (JSON text) under which a setting's comparison and its unfinished
+    runs are saved (unreadable files left out: they are computed again anyway)."""
+    found = set()
+    for path, read in [(comparison_file, lambda record: record),
+                       *((run, lambda record: json.loads(record)["comparison"])
+                         for run in sorted(runs_folder.glob("*.pkl")))]:
+        try:
+            with open(path, "rb") as f:
+                found.add(read(pickle.load(f)))
+        except (OSError, EOFError, pickle.UnpicklingError, AttributeError, ImportError,
+                json.JSONDecodeError, TypeError, KeyError):
+            continue
+    return found
+
+
+def _flat(fingerprint):
+    """A fingerprint's settings with its options (rounds, candidates, ...) among them."""
+    return {**{k: v for k, v in fingerprint.items() if k != "options"},
+            **fingerprint.get("options", {})}
+
+
+def _check_saved(saved, fingerprints, runs, overwrite, log):
+    """ValueError naming each setting whose saved comparison or runs were made with other
+    settings (rounds, candidates, time model, ...), which this run would replace, unless
+    ``overwrite``; work saved by other code only is logged and computed again (the
+    source digest is what a re-run after a code change is for)."""
+    clashes = []
+    for label, wanted in fingerprints.items():
+        for other in _saved_fingerprints(_saved_path(saved, label), runs[label].folder):
+            theirs, ours = _flat(json.loads(other)), _flat(json.loads(wanted))
+            keys = sorted(k for k in theirs.keys() | ours.keys()
+                          if theirs.get(k) != ours.get(k))
+            if keys and keys != ["code"]:
+                clashes.append(f"{label} (saved with other "
+                               f"{', '.join(k for k in keys if k != 'code')})")
+            elif keys:
+                log(f"{label}: saved work of other code ({str(theirs.get('code'))[:12]}) is "
+                    f"computed again")
+    if clashes and not overwrite:
+        raise ValueError(f"{saved} holds work saved with other settings, which this run "
+                         f"would replace: {'; '.join(clashes)}; give the same settings to "
+                         f"resume it, another output folder, or overwrite=True "
+                         f"(--overwrite) to replace it")
+    for clash in clashes:
+        log(f"overwriting {clash}")
+
+
 def check_config(config, latency=0.2575):
     """ValueError naming what of ``config`` (and the time model's ``latency``) no
     comparison can run, or runs twice, before any work."""
@@ -225,7 +273,7 @@ def check_config(config, latency=0.2575):
 
 def run_suite(config, output, *, methods=METHODS, costs=None, latency=0.2575, seed=0,
               engine="batched", deterministic=False, n_jobs=1, scheduler=None,
-              report_only=False, log=_log):
+              report_only=False, overwrite=False, log=_log):
     """Run every comparison of ``config`` (QUICK, FULL or alike); write figures, tables and
     JSON under ``output``; return (comparisons, wins_iter, wins_time, total,
     wins_iter with every method at its defaults). HyFDCA runs
@@ -237,7 +285,9 @@ def run_suite(config, output, *, methods=METHODS, costs=None, latency=0.2575, se
     runs at once; ``scheduler``: a Dask scheduler address
     whose workers run them instead (needs ``dask[distributed]``). Finished comparisons,
     and the finished runs of unfinished ones, are saved under ``output/comparisons`` and
-    reused by a later call with the same settings (an interrupted suite resumes).
+    reused by a later call with the same settings (an interrupted suite resumes); work
+    saved there with other settings is refused (ValueError naming them) unless
+    ``overwrite``.
     ``report_only``: run nothing; draw the figures and tables from the saved comparisons
     of these settings whatever code ran them (say which), or raise ValueError naming
     those that are missing."""
@@ -301,6 +351,8 @@ def run_suite(config, output, *, methods=METHODS, costs=None, latency=0.2575, se
             log(f"{label}: run by source digest {codes[label][:12]}"
                 + ("" if codes[label] == code else f" (this checkout: {code[:12]})"))
     else:
+        _check_saved(saved, {label: fingerprints[label] for label in fingerprints
+                             if label not in done}, runs, overwrite, log)
         log(f"{len(jobs)} comparisons"
             + (f", {len(done)} reused from {saved}" if done else "") + ", "
             + (f"on the Dask cluster at {scheduler}" if scheduler else f"n_jobs={n_jobs}")

@@ -93,6 +93,15 @@ def test_the_seven_metrics():
     assert m["iterations_to_progress"] == 4     # drops 1.75 (round 3), 1.9 (round 4) vs 0.9 x 2
 
 
+def test_a_candidate_that_never_lowers_its_primal_takes_the_worst_progress_round():
+    """No decrease at all is the slowest progress (the last evaluated round), not the
+    fastest (round 0)."""
+    rising = E.selection_metrics(_history([1.0, 1.5, 3.0, 2.0]))
+    falling = E.selection_metrics(_history([3.0, 1.1, 1.05, 1.0]))   # 1.9 of 2 at round 1
+    assert rising["iterations_to_progress"] == 3
+    assert falling["iterations_to_progress"] == 1
+
+
 def test_divergence_is_detected():
     assert diverged(_history([1.5, 2.0, np.inf]))
     assert diverged(_history([1.5, 3e3]))
@@ -272,12 +281,22 @@ def test_an_interrupted_suite_resumes_from_its_saved_comparisons(tmp_path, monke
     assert ((tmp_path / "stopped" / "results.json").read_bytes()
             == (tmp_path / "whole" / "results.json").read_bytes())
     computed.clear()
-    E.run_suite(dict(config, rounds=7), tmp_path / "stopped", **options)
+    with pytest.raises(ValueError, match=r"breast_cancer 2x2 f=0.5 \(saved with other "
+                                         r"rounds\); breast_cancer 2x2 f=0.9"):
+        E.run_suite(dict(config, rounds=7), tmp_path / "stopped", **options)
+    assert computed == []   # refused before any work: nothing saved is lost
+    said = []
+    E.run_suite(dict(config, rounds=7), tmp_path / "stopped", overwrite=True,
+                **dict(options, log=said.append))
     assert computed == ["breast_cancer 2x2 f=0.5", "breast_cancer 2x2 f=0.9"]
+    assert "overwriting breast_cancer 2x2 f=0.9 (saved with other rounds)" in said
     computed.clear()
     monkeypatch.setattr(suite, "source_digest", lambda: "changed code")
-    E.run_suite(dict(config, rounds=7), tmp_path / "stopped", **options)
+    said.clear()
+    E.run_suite(dict(config, rounds=7), tmp_path / "stopped", **dict(options, log=said.append))
     assert computed == ["breast_cancer 2x2 f=0.5", "breast_cancer 2x2 f=0.9"]
+    assert any(line.startswith("breast_cancer 2x2 f=0.5: saved work of other code")
+               for line in said)
     computed.clear()
     saved = tmp_path / "stopped" / "comparisons" / "breast_cancer_2x2_f=0.9.pkl"
     saved.write_bytes(saved.read_bytes()[:-100])   # a damaged file is computed again
@@ -741,6 +760,39 @@ def test_equal_time_compares_every_method_at_the_time_all_of_them_reached(proble
     assert len(comp.by_time["HyFDCA"].rounds) < 6
     assert "Compared by time short of HyFDCA's time for its rounds" in E.verdict_table([comp])[0]
     assert len(truncate_by_time(comp.by_iteration["HyFDCA"], 0.0, latency).rounds) == 0
+
+
+def test_by_time_each_method_is_read_at_the_cut_not_at_its_last_evaluations(problem):
+    """HyFDCA cut a few rounds into its run, between two evaluations, runs again for the
+    rounds it kept (the same iterates as its long run) and is read at that last round by
+    time: the mean of its last five evaluations reached back to w = 0."""
+    comp = E.compare("c", dataclasses.replace(problem, deterministic=True),
+                     ["HyFDCA", "FedAvg"], rounds=12, tune_rounds=2, max_candidates=1,
+                     time_round_cap=1, eval_every=5)
+    timed, long = comp.by_time["HyFDCA"], comp.by_iteration["HyFDCA"]
+    kept = len(timed.rounds)
+    assert 0 < kept < 12 and kept % 5, f"the cut fell at {kept}: the test sees nothing"
+    assert max(timed.evaluations) == kept
+    untimed = [[{k: v for k, v in r.items() if k != "protocol_seconds"} for r in h.rounds]
+               for h in (timed, long)]   # the one clock reading left
+    assert untimed[0] == untimed[1][:kept]
+    for r in set(timed.evaluations) & set(long.evaluations):
+        assert timed.evaluations[r] == long.evaluations[r]
+    budget = comp.by_iteration["FedAvg"].simulated_time(comp.latency)[-1]
+    assert timed.simulated_time(comp.latency)[-1] <= budget
+    row = next(r for r in summary_rows([comp])
+               if r["mode"] == "time" and r["method"] == "HyFDCA")
+    assert row["final_relative_loss"] == timed.evaluations[kept]["relative_loss"]
+    assert E.final_values(timed, 5)[0] != row["final_relative_loss"]
+
+
+def test_a_verdict_where_every_hyfdca_candidate_diverged_says_none_viable(problem):
+    comp = E.compare("s", problem, ["HyFDCA", "FedAvg"], rounds=3, tune_rounds=2,
+                     max_candidates=1)
+    comp.tunings["HyFDCA"] = dataclasses.replace(comp.tunings["HyFDCA"], params=None)
+    del comp.by_iteration["HyFDCA"]
+    row = E.verdict_table([comp])[0].splitlines()[2]
+    assert row.endswith("| none viable | none viable |")
 
 
 def test_a_verdict_whose_runs_at_the_defaults_all_diverged_shows_dashes(problem):
