@@ -155,12 +155,13 @@ def verdict_table(comparisons, reference=("36/36", "33/36")):
         wins_defaults += sum(w == "HyFDCA" for w in df)
         total += 2
     lines.append("")
-    short = [f"{comp.name} ({share:.0%})" for comp in comparisons
-             if (share := _time_share(comp)) < 1.0]
+    short = [f"{comp.name} ({share:.3g}%)" for comp in comparisons
+             if (share := 100 * _time_share(comp)) < 100]
     if short:
-        lines.append("Compared by time short of HyFDCA's time for its rounds (a method "
-                     "reached the cap on rounds; every method is read at the shortest time "
-                     "any reached): " + "; ".join(short) + ".")
+        lines.append("Compared by time short of HyFDCA's time for its rounds (every method "
+                     "is read at the shortest time any reached: a method reached the cap on "
+                     "rounds, or its rounds took longer than the mean it was sized by): "
+                     + "; ".join(short) + ".")
         lines.append("")
     failed = [f"{comp.name}: {method} ({mode})" for comp in comparisons
               for mode, method in comp.diverged]
