@@ -155,7 +155,7 @@ def verdict_table(comparisons, reference=("36/36", "33/36")):
         wins_defaults += sum(w == "HyFDCA" for w in df)
         total += 2
     lines.append("")
-    short = [f"{comp.name} ({share:.3g}%)" for comp in comparisons
+    short = [f"{comp.name} ({_percent(share)})" for comp in comparisons
              if (share := 100 * _time_share(comp)) < 100]
     if short:
         lines.append("Compared by time short of HyFDCA's time for its rounds (every method "
@@ -174,6 +174,12 @@ def verdict_table(comparisons, reference=("36/36", "33/36")):
                  f"{reference[1]}); with every method at its defaults instead of the "
                  f"searched parameters, {wins_defaults}/{total} by outer iterations.")
     return "\n".join(lines), wins_iter, wins_time, total, wins_defaults
+
+
+def _percent(share):
+    """A share under 100 in three digits, never rounded up to "100%"."""
+    text = f"{share:.3g}"
+    return ">99.9%" if float(text) >= 100 else f"{text}%"
 
 
 def _time_share(comp):

@@ -193,16 +193,18 @@ def _load_saved(path, fingerprint, *, any_code=False):
 def _saved_fingerprints(comparison_file, runs_folder):
     """The fingerprints (JSON text) under which a setting's comparison and its unfinished
     runs are saved (unreadable files left out: they are computed again anyway)."""
-    found = set()
-    for path, read in [(comparison_file, lambda record: record),
-                       *((run, lambda record: json.loads(record)["comparison"])
+    found = []
+    for path, read in [(comparison_file, json.loads),
+                       *((run, lambda record: json.loads(json.loads(record)["comparison"]))
                          for run in sorted(runs_folder.glob("*.pkl")))]:
         try:
             with open(path, "rb") as f:
-                found.add(read(pickle.load(f)))
+                fingerprint = read(pickle.load(f))
         except (OSError, EOFError, pickle.UnpicklingError, AttributeError, ImportError,
                 json.JSONDecodeError, TypeError, KeyError):
             continue
+        if isinstance(fingerprint, dict) and fingerprint not in found:
+            found.append(fingerprint)
     return found
 
 
@@ -216,19 +218,20 @@ def _check_saved(saved, fingerprints, runs, overwrite, log):
     """ValueError naming each setting whose saved comparison or runs were made with other
     settings (rounds, candidates, time model, ...), which this run would replace, unless
     ``overwrite``; work saved by other code only is logged and computed again (the
-    source digest is what a re-run after a code change is for)."""
+    source digest is what a re-run after a code change is for; so are costs measured on
+    the clock, which no run can give again)."""
     clashes = []
     for label, wanted in fingerprints.items():
+        ours = _flat(json.loads(wanted))
         for other in _saved_fingerprints(_saved_path(saved, label), runs[label].folder):
-            theirs, ours = _flat(json.loads(other)), _flat(json.loads(wanted))
-            keys = sorted(k for k in theirs.keys() | ours.keys()
-                          if theirs.get(k) != ours.get(k))
-            if keys and keys != ["code"]:
-                clashes.append(f"{label} (saved with other "
-                               f"{', '.join(k for k in keys if k != 'code')})")
+            theirs = _flat(other)
+            keys = {k for k in theirs.keys() | ours.keys() if theirs.get(k) != ours.get(k)}
+            measured = not (theirs.get("deterministic") or ours.get("deterministic"))
+            settings = sorted(keys - {"code"} - ({"costs"} if measured else set()))
+            if settings:
+                clashes.append(f"{label} (saved with other {', '.join(settings)})")
             elif keys:
-                log(f"{label}: saved work of other code ({str(theirs.get('code'))[:12]}) is "
-                    f"computed again")
+                log(f"{label}: saved work of other code or measured costs is computed again")
     if clashes and not overwrite:
         raise ValueError(f"{saved} holds work saved with other settings, which this run "
                          f"would replace: {'; '.join(clashes)}; give the same settings to "

@@ -765,28 +765,65 @@ def test_equal_time_compares_every_method_at_the_time_all_of_them_reached(proble
     assert len(truncate_by_time(comp.by_iteration["HyFDCA"], 0.0, latency).rounds) == 0
 
 
-def test_by_time_each_method_is_read_at_the_cut_not_at_its_last_evaluations(problem):
-    """HyFDCA cut a few rounds into its run, between two evaluations, runs again for the
-    rounds it kept (the same iterates as its long run) and is read at that last round by
-    time: the mean of its last five evaluations reached back to w = 0."""
+@pytest.mark.parametrize("costs, rounds", [(None, 12), ("paillier", 40)])
+def test_by_time_each_method_is_read_at_the_horizon_not_at_its_last_evaluations(problem,
+                                                                                 costs, rounds):
+    """HyFDCA cut a few rounds into its run, between two evaluations, runs again (the same
+    iterates as its long run) to the last round whose time with one more certificate is
+    within the horizon, and is read there by time, never past the horizon: the mean of its
+    last five evaluations reached back to w = 0. Certificates charged nothing (no costs)
+    move the reading to the cut; charged Paillier's, they can leave no room for one."""
+    costs = costs and E.REFERENCE_COSTS[costs]
     comp = E.compare("c", dataclasses.replace(problem, deterministic=True),
-                     ["HyFDCA", "FedAvg"], rounds=12, tune_rounds=2, max_candidates=1,
-                     time_round_cap=1, eval_every=5)
+                     ["HyFDCA", "FedAvg"], rounds=rounds, tune_rounds=2, max_candidates=1,
+                     time_round_cap=1, eval_every=5, costs=costs)
     timed, long = comp.by_time["HyFDCA"], comp.by_iteration["HyFDCA"]
-    kept = len(timed.rounds)
-    assert 0 < kept < 12 and kept % 5, f"the cut fell at {kept}: the test sees nothing"
-    assert max(timed.evaluations) == kept
+    horizon = comp.by_iteration["FedAvg"].simulated_time(comp.latency)[-1]
+    cut = truncate_by_time(long, horizon, comp.latency)
+    read = max(timed.evaluations)
+    assert timed.simulated_time(comp.latency)[-1] <= horizon
+    assert read <= len(timed.rounds) <= len(cut.rounds)
+    if costs is None:   # a re-run, read at its end
+        assert max(cut.evaluations) < read == len(timed.rounds), "no re-run: nothing seen"
+    else:   # a round kept, no room for a certificate after it: read at round 0
+        assert read == 0 < len(timed.rounds), "the test sees nothing"
     untimed = [[{k: v for k, v in r.items() if k != "protocol_seconds"} for r in h.rounds]
                for h in (timed, long)]   # the one clock reading left
-    assert untimed[0] == untimed[1][:kept]
+    assert untimed[0] == untimed[1][:len(timed.rounds)]
     for r in set(timed.evaluations) & set(long.evaluations):
         assert timed.evaluations[r] == long.evaluations[r]
-    budget = comp.by_iteration["FedAvg"].simulated_time(comp.latency)[-1]
-    assert timed.simulated_time(comp.latency)[-1] <= budget
     row = next(r for r in summary_rows([comp])
                if r["mode"] == "time" and r["method"] == "HyFDCA")
-    assert row["final_relative_loss"] == timed.evaluations[kept]["relative_loss"]
-    assert E.final_values(timed, 5)[0] != row["final_relative_loss"]
+    assert row["final_relative_loss"] == timed.evaluations[read]["relative_loss"]
+    if len(timed.evaluations) > 1:
+        assert E.final_values(timed, 5)[0] != row["final_relative_loss"]
+
+
+def test_saved_work_of_other_measured_costs_or_unreadable_is_computed_again(tmp_path):
+    """Costs measured on the clock differ on every run, so they never resume and never
+    refuse one (under the deterministic time model they are settings); a saved file whose
+    fingerprint is not a JSON object is left to be computed again."""
+    from hyfdca._checkpoint import pickled
+    from hyfdca.experiments._saved_runs import SavedRuns
+    from hyfdca.experiments._suite import _check_saved
+
+    def saved_with(fingerprint):
+        (tmp_path / "s.pkl").write_bytes(pickled(fingerprint))
+
+    ours = dict(label="s", deterministic=False, code="a",
+                options=dict(rounds=3, costs={"encrypt": 1.0}))
+    runs, said = {"s": SavedRuns(tmp_path / "unfinished" / "s", "x")}, []
+    saved_with(json.dumps(dict(ours, code="b", options=dict(rounds=3, costs={"encrypt": 2.0}))))
+    _check_saved(tmp_path, {"s": json.dumps(ours)}, runs, False, said.append)
+    assert said == ["s: saved work of other code or measured costs is computed again"]
+    ours = dict(ours, deterministic=True)
+    saved_with(json.dumps(dict(ours, options=dict(rounds=3, costs={"encrypt": 2.0}))))
+    with pytest.raises(ValueError, match=r"s \(saved with other costs\)"):
+        _check_saved(tmp_path, {"s": json.dumps(ours)}, runs, False, said.append)
+    for unreadable in ("not JSON", json.dumps([1, 2]), json.dumps("text")):
+        saved_with(unreadable)
+        _check_saved(tmp_path, {"s": json.dumps(ours)}, runs, False, said.append)
+    assert len(said) == 1
 
 
 def test_a_verdict_where_every_hyfdca_candidate_diverged_says_none_viable(problem):
