@@ -142,7 +142,7 @@ def verdict_table(comparisons, reference=("36/36", "33/36")):
             defaults = "none viable"   # the defaults are its first candidate
         elif ("defaults", "HyFDCA") in comp.diverged:
             defaults = "diverged"
-        elif "HyFDCA" not in comp.tunings:
+        elif tuning is None:
             defaults = "-"
         elif "HyFDCA" not in comp.at_defaults:
             defaults = "= tuned"
@@ -222,12 +222,13 @@ def summary_rows(comparisons):
     its defaults as method "<method> (defaults)", by iterations, where run)."""
     rows = []
     for comp in comparisons:
-        modes = [("iteration", comp.by_iteration), ("time", comp.by_time),
-                 ("iteration", {f"{m} (defaults)": h for m, h in comp.at_defaults.items()})]
-        for mode, runs in modes:
+        modes = [("iteration", comp.by_iteration, LAST_BY_ITERATION),
+                 ("time", comp.by_time, LAST_BY_TIME),
+                 ("iteration", {f"{m} (defaults)": h for m, h in comp.at_defaults.items()},
+                  LAST_BY_ITERATION)]
+        for mode, runs, last in modes:
             for method, history in runs.items():
-                rel, acc = final_values(history, LAST_BY_TIME if runs is comp.by_time
-                                        else LAST_BY_ITERATION)
+                rel, acc = final_values(history, last)
                 rows.append(dict(setting=comp.name, mode=mode, method=method, rounds=len(
                     history.rounds), final_relative_loss=rel, final_accuracy=acc,
                     simulated_seconds=float(history.simulated_time(comp.latency)[-1])))
