@@ -26,8 +26,8 @@ is saved whole, so that a comparison stopped part-way resumes from its last fini
 run. One output folder takes one suite at a time. A saved comparison is keyed by its
 setting, methods and options (the per-value costs included: measured costs differ from
 run to run, so only runs with reference costs or none resume) and by a digest of the
-toolkit's source that a comparison can run (not the Flower deployment code), so a
-changed code recomputes. ``report_only`` redraws the figures and tables from the saved
+toolkit's source that a comparison can run (not the Flower deployment code) and of its
+data (:func:`data_digest`), so a changed code or data file recomputes. ``report_only`` redraws the figures and tables from the saved
 comparisons whatever code ran them, and says which (a changed plot needs no re-run).
 """
 
@@ -52,7 +52,7 @@ from hyfdca.experiments._methods import METHODS, Problem
 from hyfdca.experiments._report import (plot_grid, plot_time_breakdown, summary_rows,
                                         tuning_table, verdict_table)
 from hyfdca.experiments._saved_runs import SavedRuns
-from solvers import centralized_solution, is_number
+from solvers import as_csr, centralized_solution, is_number
 
 FRACTIONS = (0.1, 0.5, 0.9)
 QUICK = dict(datasets={"breast_cancer": ("2x2", "3x3")}, fractions=(0.5, 0.9), lam=1e-2,
@@ -150,13 +150,30 @@ def source_digest():
     return digest.hexdigest()
 
 
-def _fingerprint(label, problem, methods, options, code):
+def data_digest(fed, validation):
+    """SHA-256 of a setting's data as its comparisons see them: every client's block (its
+    sample and feature ids and values), the labels and the validation set, so that a
+    changed data file (a row of the validation part alike) is not read back as the old
+    file's comparison."""
+    arrays = [fed.labels, validation[1]]
+    for block in fed.blocks:
+        arrays += [block.sample_ids, block.feature_ids]
+    for X in [*(block.X for block in fed.blocks), validation[0]]:
+        X = as_csr(X)
+        arrays += [np.array(X.shape), X.indptr, X.indices, X.data]
+    digest = hashlib.sha256()
+    for array in map(np.ascontiguousarray, arrays):
+        digest.update(f"{array.dtype.str}{array.shape}".encode() + array.tobytes())
+    return digest.hexdigest()
+
+
+def _fingerprint(label, problem, methods, options, code, data):
     """What a saved comparison must match to be reused (JSON text)."""
     return json.dumps(dict(
         label=label, loss=problem.loss, lam=problem.lam, participation=problem.participation,
         fraction=problem.fraction, p_star=f"{problem.p_star:.12g}", seed=problem.seed,
         engine=problem.engine, deterministic=problem.deterministic, methods=list(methods),
-        options=options, code=code), sort_keys=True, default=repr)
+        options=options, code=code, data=data), sort_keys=True, default=repr)
 
 
 def _saved_path(folder, label):
@@ -216,10 +233,11 @@ def _flat(fingerprint):
 
 def _check_saved(saved, fingerprints, runs, overwrite, log):
     """ValueError naming each setting whose saved comparison or runs were made with other
-    settings (rounds, candidates, time model, ...), which this run would replace, unless
-    ``overwrite``; work saved by other code only is logged and computed again (the
-    source digest is what a re-run after a code change is for; so are costs measured on
-    the clock, which no run can give again)."""
+    settings (rounds, candidates, time model, ...), which this run would replace (or, for
+    a comparison saved whole with these settings, delete), unless ``overwrite``; work of
+    other code or data only is logged and not reused (the source digest is what a re-run
+    after a code change is for; a changed data file changes P* and the data digest too;
+    so are costs measured on the clock, which no run can give again)."""
     clashes = []
     for label, wanted in fingerprints.items():
         ours = _flat(json.loads(wanted))
@@ -227,11 +245,13 @@ def _check_saved(saved, fingerprints, runs, overwrite, log):
             theirs = _flat(other)
             keys = {k for k in theirs.keys() | ours.keys() if theirs.get(k) != ours.get(k)}
             measured = not (theirs.get("deterministic") or ours.get("deterministic"))
-            settings = sorted(keys - {"code"} - ({"costs"} if measured else set()))
+            settings = sorted(keys - {"code", "data", "p_star"}
+                              - ({"costs"} if measured else set()))
             if settings:
                 clashes.append(f"{label} (saved with other {', '.join(settings)})")
             elif keys:
-                log(f"{label}: saved work of other code or measured costs is computed again")
+                log(f"{label}: saved work of other code, data or measured costs is not "
+                    f"reused")
     if clashes and not overwrite:
         raise ValueError(f"{saved} holds work saved with other settings, which this run "
                          f"would replace: {'; '.join(clashes)}; give the same settings to "
@@ -301,7 +321,7 @@ def run_suite(config, output, *, methods=METHODS, costs=None, latency=0.2575, se
     if report_only and not (out / "comparisons").is_dir():
         raise ValueError(f"report only: {out / 'comparisons'} does not exist")
     out.mkdir(parents=True, exist_ok=True)
-    settings = {}   # data set -> [(label, problem)]
+    settings, data = {}, {}   # data set -> [(label, problem)]; label -> data digest
     for name, partitions in config["datasets"].items():
         if datasets.locate_dataset(name) is None:
             if report_only:   # its tables would be left out of the redrawn ones
@@ -312,13 +332,15 @@ def run_suite(config, output, *, methods=METHODS, costs=None, latency=0.2575, se
             continue
         for partition in partitions:
             fed, validation, p_star = prepare(name, partition, lam=config["lam"], seed=seed)
+            digest = data_digest(fed, validation)
             for fraction in config["fractions"]:
                 # every client in every round is full participation (HyFDCA's auto-full)
                 participation = "full" if fraction == 1 else "fraction"
                 problem = Problem(fed, "hinge", config["lam"], participation, fraction,
                                   p_star, validation, seed, engine, deterministic)
-                settings.setdefault(name, []).append(
-                    (f"{name} {partition} f={fraction:g}", problem))
+                label = f"{name} {partition} f={fraction:g}"
+                settings.setdefault(name, []).append((label, problem))
+                data[label] = digest
     jobs = [job for per_dataset in settings.values() for job in per_dataset]
     if report_only and not jobs:
         raise ValueError("report only: these settings name no comparison")
@@ -334,7 +356,7 @@ def run_suite(config, output, *, methods=METHODS, costs=None, latency=0.2575, se
     saved = out / "comparisons"
     saved.mkdir(exist_ok=True)
     code = source_digest()
-    fingerprints = {label: _fingerprint(label, problem, methods, options, code)
+    fingerprints = {label: _fingerprint(label, problem, methods, options, code, data[label])
                     for label, problem in jobs}
     done, codes = {}, {}
     for label, _ in jobs:
@@ -354,14 +376,13 @@ def run_suite(config, output, *, methods=METHODS, costs=None, latency=0.2575, se
             log(f"{label}: run by source digest {codes[label][:12]}"
                 + ("" if codes[label] == code else f" (this checkout: {code[:12]})"))
     else:
-        _check_saved(saved, {label: fingerprints[label] for label in fingerprints
-                             if label not in done}, runs, overwrite, log)
+        _check_saved(saved, fingerprints, runs, overwrite, log)
         log(f"{len(jobs)} comparisons"
             + (f", {len(done)} reused from {saved}" if done else "") + ", "
             + (f"on the Dask cluster at {scheduler}" if scheduler else f"n_jobs={n_jobs}")
             + (f", {inner} of its runs at once" if inner > 1 else ""))
-        for label in done:   # left by a stop between saving a comparison and this
-            _finished(runs[label])
+        for label in done:   # left by a stop between saving a comparison and this, or
+            _finished(runs[label])   # by a stopped run of other settings (--overwrite)
         for label, _ in todo:
             n_saved = runs[label].count()
             if n_saved:

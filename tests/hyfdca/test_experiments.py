@@ -302,6 +302,20 @@ def test_an_interrupted_suite_resumes_from_its_saved_comparisons(tmp_path, monke
     saved.write_bytes(saved.read_bytes()[:-100])   # a damaged file is computed again
     E.run_suite(dict(config, rounds=7), tmp_path / "stopped", **options)
     assert computed == ["breast_cancer 2x2 f=0.9"]
+    computed.clear()
+    said.clear()
+    real_prepare = suite.prepare
+
+    def one_validation_label_changed(*args, **kwargs):   # P* stays the same
+        fed, (X_val, y_val), p_star = real_prepare(*args, **kwargs)
+        return fed, (X_val, np.where(np.arange(y_val.size) == 0, -y_val, y_val)), p_star
+
+    monkeypatch.setattr(suite, "prepare", one_validation_label_changed)
+    E.run_suite(dict(config, rounds=7), tmp_path / "stopped", **dict(options, log=said.append))
+    assert computed == ["breast_cancer 2x2 f=0.5", "breast_cancer 2x2 f=0.9"]
+    assert ("breast_cancer 2x2 f=0.5: saved work of other code, data or measured costs is "
+            "not reused") in said
+    monkeypatch.setattr(suite, "prepare", real_prepare)
     with pytest.raises(ValueError, match="fraction 0.5 is given 2 times"):
         E.run_suite(dict(config, fractions=(0.5, 0.5)), tmp_path / "stopped", **options)
     with pytest.raises(ValueError, match="settings repeated"):   # the same label
@@ -370,6 +384,21 @@ def test_a_comparison_stopped_part_way_resumes_from_its_finished_runs(tmp_path,
     left_over.parent.mkdir(parents=True)
     left_over.write_bytes(b"")
     E.run_suite(config, tmp_path / "stopped", **options)
+    assert not unfinished.exists()
+    # a stopped run of other settings beside the comparison saved whole is not deleted
+    # unasked by the next run of the saved settings
+    calls.clear()
+    monkeypatch.setattr(saved_runs, "run_method", stopped_after_five)
+    with pytest.raises(KeyboardInterrupt):
+        E.run_suite(dict(config, rounds=7), tmp_path / "stopped", overwrite=True, **options)
+    stopped_runs = list((unfinished / "breast_cancer_2x2_f=0.5").glob("*.pkl"))
+    assert len(stopped_runs) == 5
+    with pytest.raises(ValueError, match=r"breast_cancer 2x2 f=0.5 \(saved with other "
+                                         r"rounds\)"):
+        E.run_suite(config, tmp_path / "stopped", **options)
+    assert sorted((unfinished / "breast_cancer_2x2_f=0.5").glob("*.pkl")) == sorted(
+        stopped_runs)
+    E.run_suite(config, tmp_path / "stopped", overwrite=True, **options)
     assert not unfinished.exists()
 
 
@@ -683,6 +712,19 @@ def test_a_long_run_that_diverges_is_recorded_and_the_comparison_goes_on(problem
     assert method not in E.with_defaults(comp) or mode != "defaults"
 
 
+def test_a_diverged_re_run_to_the_horizon_is_not_called_left_out(problem):
+    """A re-run to the time horizon that diverged is not used, but its method is still
+    read by time (at its last evaluation within the horizon): the verdict says so."""
+    comp = E.compare("s", problem, ["HyFDCA", "FedAvg"], rounds=3, tune_rounds=2,
+                     max_candidates=1)
+    comp.diverged = {("cut", "FedAvg"): "OverflowError: the iterates blew up"}
+    table = E.verdict_table([comp])[0]
+    assert "Long runs that diverged" not in table
+    assert ("Re-runs to the time horizon that diverged (not used: the method is read by "
+            "time at its last evaluation within the horizon): s: FedAvg.") in table
+    assert "FedAvg" in comp.by_time
+
+
 @pytest.mark.parametrize("mode", ["iteration", "defaults"])
 def test_a_baseline_run_whose_primal_stops_being_finite_is_recorded_as_diverged(mode):
     """run_baseline stops at a non-finite primal without raising: such a long run is
@@ -815,7 +857,7 @@ def test_saved_work_of_other_measured_costs_or_unreadable_is_computed_again(tmp_
     runs, said = {"s": SavedRuns(tmp_path / "unfinished" / "s", "x")}, []
     saved_with(json.dumps(dict(ours, code="b", options=dict(rounds=3, costs={"encrypt": 2.0}))))
     _check_saved(tmp_path, {"s": json.dumps(ours)}, runs, False, said.append)
-    assert said == ["s: saved work of other code or measured costs is computed again"]
+    assert said == ["s: saved work of other code, data or measured costs is not reused"]
     ours = dict(ours, deterministic=True)
     saved_with(json.dumps(dict(ours, options=dict(rounds=3, costs={"encrypt": 2.0}))))
     with pytest.raises(ValueError, match=r"s \(saved with other costs\)"):
