@@ -27,8 +27,9 @@ run. One output folder takes one suite at a time. A saved comparison is keyed by
 setting, methods and options (the per-value costs included: measured costs differ from
 run to run, so only runs with reference costs or none resume) and by a digest of the
 toolkit's source that a comparison can run (not the Flower deployment code) and of its
-data (:func:`data_digest`), so a changed code or data file recomputes. ``report_only`` redraws the figures and tables from the saved
-comparisons whatever code ran them, and says which (a changed plot needs no re-run).
+data (:func:`data_digest`), so a changed code or data file recomputes. ``report_only``
+redraws the figures and tables from the saved comparisons whatever code ran them, and
+says which (a changed plot needs no re-run).
 """
 
 import hashlib
