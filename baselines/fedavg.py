@@ -27,6 +27,7 @@ import numpy as np
 from baselines._base import ConvexBaseline
 from solvers import check_positive
 from baselines._local_sgd import local_sgd
+from baselines._server_average import add_weighted, divide_covered
 from feddata import local_work
 
 
@@ -60,6 +61,15 @@ class FedAvg(ConvexBaseline):
     def _weight(self, k):
         return float(self.dataset.blocks[k].X.shape[0])
 
+    @staticmethod
+    def _add_client(total, weight, feature_ids, w_k, c_k):
+        """total[J_k] += c_k w_k, weight[J_k] += c_k (a Numba kernel)."""
+        add_weighted(total, weight, feature_ids, w_k, c_k)
+
+    def _divide_covered(self, total, weight):
+        """w_j = total_j / weight_j where some present client holds j (a Numba kernel)."""
+        divide_covered(self.w, total, weight)
+
     def _round(self, available):
         total = np.zeros(self.dataset.n_features)
         weight = np.zeros(self.dataset.n_features)
@@ -74,11 +84,9 @@ class FedAvg(ConvexBaseline):
                             self.code, self.smoothing)
             slowest = max(slowest, time.perf_counter() - start)
             slowest_ops = max(slowest_ops, local_work(X.indptr, order))
-            total[J] += self._weight(k) * w_k
-            weight[J] += self._weight(k)
+            self._add_client(total, weight, J, w_k, self._weight(k))
             traffic += 8 * J.size
-        covered = weight > 0
-        self.w[covered] = total[covered] / weight[covered]
+        self._divide_covered(total, weight)
         return dict(compute_seconds=slowest, compute_ops=slowest_ops, rtc=1, bytes_up=traffic,
                     bytes_down=traffic)
 

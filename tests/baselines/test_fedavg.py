@@ -6,6 +6,7 @@ import pytest
 
 from baselines._base import run_baseline
 from baselines._local_sgd import local_sgd
+from baselines._server_average import add_weighted, divide_covered
 from baselines.fedavg import FedAvg, HyFEMLinear
 from feddata import partition as P
 from solvers import LOSS_CODES, as_csr, loss_code
@@ -86,6 +87,29 @@ def test_server_averages_client_models_where_they_overlap(small):
     expected[:20] = (n[0] * locals_[0] + n[1] * locals_[1][:20]) / (n[0] + n[1])
     expected[20:] = (n[1] * locals_[1][20:] + n[2] * locals_[2]) / (n[1] + n[2])
     np.testing.assert_allclose(method.w, expected, rtol=1e-10, atol=1e-12)
+
+
+def test_the_averaging_kernels_give_the_bits_of_the_numpy_form():
+    """add_weighted and divide_covered against ``total[J] += c w_k; weight[J] += c`` and
+    ``w[covered] = total[covered] / weight[covered]``, over overlapping clients with
+    unequal weights and features no client holds."""
+    rng = np.random.default_rng(4)
+    d = 500
+    w_fast = rng.normal(size=d)
+    w_numpy = w_fast.copy()
+    total, weight = np.zeros(d), np.zeros(d)
+    total_np, weight_np = np.zeros(d), np.zeros(d)
+    for _ in range(7):
+        J = np.sort(rng.choice(d - 50, size=rng.integers(1, 300), replace=False))
+        w_k, c_k = rng.normal(size=J.size) * 10.0 ** rng.integers(-8, 8), rng.uniform(0.1, 9)
+        add_weighted(total, weight, J, w_k, c_k)
+        total_np[J] += c_k * w_k
+        weight_np[J] += c_k
+    divide_covered(w_fast, total, weight)
+    covered = weight_np > 0
+    w_numpy[covered] = total_np[covered] / weight_np[covered]
+    assert np.array_equal(total, total_np) and np.array_equal(weight, weight_np)
+    assert np.array_equal(w_fast, w_numpy) and not covered[-50:].any()
 
 
 def test_features_of_absent_clients_keep_their_value(small):
