@@ -146,6 +146,20 @@ class Problem:
     seed: int = 0
     engine: str = "batched"  # HyFDCA's engine: "batched" or "protocol" (same iterates)
     deterministic: bool = False  # compute time from operation counts, not the clock
+    test: tuple | None = None    # a held-out (X, y) that no search sees
+    accuracy_on: str = "validation"   # the set whose accuracy a run records ("test")
+
+    def __post_init__(self):
+        if self.accuracy_on not in ("validation", "test"):
+            raise ValueError(f"accuracy_on is 'validation' or 'test', got "
+                             f"{self.accuracy_on!r}")
+        if self.accuracy_on == "test" and self.test is None:
+            raise ValueError("accuracy_on='test' needs a held-out test set (test=)")
+
+    @property
+    def assessed(self):
+        """The (X, y) whose accuracy a run records."""
+        return self.test if self.accuracy_on == "test" else self.validation
 
 
 # what a run raises when its iterates blow up (a divergent tuning candidate)
@@ -161,7 +175,7 @@ def run_method(method, problem, params, *, rounds, eval_every=1, costs=None):
                                                **common, **params)
         _, history = run_hyfdca(problem.dataset, settings, max_rounds=rounds,
                                 eval_every=eval_every, p_star=problem.p_star,
-                                validation=problem.validation, seed=problem.seed,
+                                validation=problem.assessed, seed=problem.seed,
                                 engine=problem.engine)
         if costs is not None:
             charge_encryption(history, costs)
@@ -169,7 +183,7 @@ def run_method(method, problem, params, *, rounds, eval_every=1, costs=None):
         model = BASELINES[method](problem.dataset, loss=problem.loss, lam=problem.lam,
                                   seed=problem.seed, **common, **params)
         history = run_baseline(model, max_rounds=rounds, eval_every=eval_every,
-                               p_star=problem.p_star, validation=problem.validation)
+                               p_star=problem.p_star, validation=problem.assessed)
     if problem.deterministic:
         charge_compute(history, method)
     return history

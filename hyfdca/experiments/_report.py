@@ -10,6 +10,8 @@ COLORS = {"HyFDCA": "#C44E52", "FedAvg": "#4C72B0", "HyFEM": "#55A868", "D3CA": 
           "ADMM": "#CCB974"}
 
 
+_ACCURACY_SET = {"validation": "validation", "test": "held-out test"}
+
 def plot_grid(comparisons, paths, *, axis="iteration", smooth=0.01, columns=3):
     """One panel pair per comparison, ``columns`` pairs per row (the paper's grid: one row
     per partition, one column per fraction): relative loss (log) above validation
@@ -52,7 +54,7 @@ def plot_grid(comparisons, paths, *, axis="iteration", smooth=0.01, columns=3):
             ax.set_xlabel("outer iteration (% of the run)" if axis == "iteration"
                           else f"simulated wall time (s, {comp.latency:g} s/RTC)")
         loss_ax.set_ylabel("relative loss (P - P*) / P*")
-        acc_ax.set_ylabel("validation accuracy (%)")
+        acc_ax.set_ylabel(f"{_ACCURACY_SET[comp.accuracy_on]} accuracy (%)")
     for index in range(n, rows * cols):  # unused panels of a last, shorter row
         top, col = 2 * (index // cols), index % cols
         axes[top, col].set_visible(False)
@@ -163,6 +165,10 @@ def verdict_table(comparisons, reference=("36/36", "33/36")):
                      "rounds, or its rounds took longer than the mean it was sized by): "
                      + "; ".join(short) + ".")
         lines.append("")
+    if any(comp.accuracy_on == "test" for comp in comparisons):
+        lines.append("Accuracies are on a held-out test set (half of the held-out quarter, "
+                     "stratified) that no search saw; the searches chose on the other half.")
+        lines.append("")
     failed = [f"{comp.name}: {method} ({mode})" for comp in comparisons
               for mode, method in comp.diverged if mode != "cut"]
     if failed:
@@ -226,7 +232,8 @@ def tuning_table(comparisons):
 def summary_rows(comparisons):
     """Plain rows for JSON export: setting, mode, method, final relative loss, accuracy
     (by iterations the mean of the last five evaluations, by time the last; a method at
-    its defaults as method "<method> (defaults)", by iterations, where run)."""
+    its defaults as method "<method> (defaults)", by iterations, where run) and the set
+    it was taken on ("validation" or "test")."""
     rows = []
     for comp in comparisons:
         modes = [("iteration", comp.by_iteration, LAST_BY_ITERATION),
@@ -238,6 +245,7 @@ def summary_rows(comparisons):
                 rel, acc = final_values(history, last)
                 rows.append(dict(setting=comp.name, mode=mode, method=method, rounds=len(
                     history.rounds), final_relative_loss=rel, final_accuracy=acc,
+                    accuracy_on=comp.accuracy_on,
                     simulated_seconds=float(history.simulated_time(comp.latency)[-1])))
     return rows
 

@@ -4,7 +4,8 @@ last finished run, not from its start.
 
 Each run of :func:`run_method` is one file, keyed by the comparison's fingerprint (its
 setting, methods, options and code digest: ``_suite._fingerprint``) and the run's own
-arguments (method, hyperparameters, rounds, evaluation period, per-value costs). A run
+arguments (method, hyperparameters, rounds, evaluation period, per-value costs, the set
+its accuracy is taken on: a long run on a held-out test set is not a search's run). A run
 that raised one of ``DIVERGENCE_ERRORS`` (a divergent tuning candidate) is kept as that
 error and raises it again. A file whose key differs, or that cannot be read back, is
 computed again; files of this setting saved under another fingerprint (another code or
@@ -45,7 +46,8 @@ class SavedRuns:
 
     def __call__(self, method, problem, params, *, rounds, eval_every=1, costs=None):
         key = json.dumps(dict(comparison=self.fingerprint, method=method, params=params,
-                              rounds=rounds, eval_every=eval_every, costs=costs),
+                              rounds=rounds, eval_every=eval_every, costs=costs,
+                              accuracy_on=problem.accuracy_on),
                          sort_keys=True, default=repr)
         path = self._path(key)
         outcome = _load(path, key)

@@ -5,6 +5,11 @@ FedAvg and HyFEM, then figures, tables and the verdict, written to a folder.
 ``QUICK`` runs on the embedded breast-cancer data (CI-sized); ``FULL`` is the paper's grid
 with a9a and the SMS text standing in for its data (they need ``../shared/data``), the
 news20-shaped synthetic set, and Fashion-MNIST in the quadrant scheme when installed.
+Each setting trains on 75% of the data and holds out the rest; as in the paper, the
+searches choose on the held-out quarter and the verdict's accuracies are taken on it.
+``held_out_test=True`` in the config splits it in two stratified halves
+(:func:`split_held_out`): the searches choose on one, the long runs' accuracies are taken
+on the other, which no choice saw.
 
 Comparisons are independent: ``n_jobs`` runs them in parallel processes through joblib
 (local by default; where a single comparison is to run, its runs are spread over them:
@@ -72,6 +77,17 @@ def prepare(name, partition, *, lam, loss="hinge", seed=0):
     fed, validation, _ = federated_problem(name, partition, seed=seed)
     X_fed, y_fed = fed.reassemble()
     return fed, validation, centralized_solution(X_fed, y_fed, loss=loss, lam=lam)[0]
+
+
+def split_held_out(validation, seed=0):
+    """(validation, test): the held-out quarter in two stratified halves, seeded; the
+    searches choose on the first, the long runs' accuracy is taken on the second."""
+    from sklearn.model_selection import train_test_split
+
+    X, y = validation
+    X_val, X_test, y_val, y_test = train_test_split(X, y, test_size=0.5, random_state=seed,
+                                                    stratify=y)
+    return (X_val, y_val), (X_test, y_test)
 
 
 def _log(message):
@@ -151,15 +167,15 @@ def source_digest():
     return digest.hexdigest()
 
 
-def data_digest(fed, validation):
+def data_digest(fed, *held_out):
     """SHA-256 of a setting's data as its comparisons see them: every client's block (its
-    sample and feature ids and values), the labels and the validation set, so that a
-    changed data file (a row of the validation part alike) is not read back as the old
-    file's comparison."""
-    arrays = [fed.labels, validation[1]]
+    sample and feature ids and values), the labels and the held-out sets (validation, and
+    test where there is one), so that a changed data file (a row of the validation part
+    alike) is not read back as the old file's comparison."""
+    arrays = [fed.labels, *(y for _, y in held_out)]
     for block in fed.blocks:
         arrays += [block.sample_ids, block.feature_ids]
-    for X in [*(block.X for block in fed.blocks), validation[0]]:
+    for X in [*(block.X for block in fed.blocks), *(X for X, _ in held_out)]:
         X = as_csr(X)
         arrays += [np.array(X.shape), X.indptr, X.indices, X.data]
     digest = hashlib.sha256()
@@ -174,7 +190,9 @@ def _fingerprint(label, problem, methods, options, code, data):
         label=label, loss=problem.loss, lam=problem.lam, participation=problem.participation,
         fraction=problem.fraction, p_star=f"{problem.p_star:.12g}", seed=problem.seed,
         engine=problem.engine, deterministic=problem.deterministic, methods=list(methods),
-        options=options, code=code, data=data), sort_keys=True, default=repr)
+        options=options, code=code, data=data,
+        **({"held_out_test": True} if problem.test is not None else {})),
+        sort_keys=True, default=repr)
 
 
 def _saved_path(folder, label):
@@ -285,6 +303,9 @@ def check_config(config, latency=0.2575):
     problems += [f"{key} must be a whole number >= 1, got {value!r}"
                  for key, value in counts.items()
                  if not (isinstance(value, int) and value >= 1)]
+    if not isinstance(config.get("held_out_test", False), bool):
+        problems.append(f"held_out_test must be True or False, got "
+                        f"{config['held_out_test']!r}")
     candidates = config.get("baseline_candidates")
     if candidates is not None and not (isinstance(candidates, int) and candidates >= 1):
         problems.append(f"baseline_candidates must be a whole number >= 1, got "
@@ -333,12 +354,15 @@ def run_suite(config, output, *, methods=METHODS, costs=None, latency=0.2575, se
             continue
         for partition in partitions:
             fed, validation, p_star = prepare(name, partition, lam=config["lam"], seed=seed)
-            digest = data_digest(fed, validation)
+            held_out = (split_held_out(validation, seed) if config.get("held_out_test")
+                        else (validation, None))
+            digest = data_digest(fed, *(s for s in held_out if s is not None))
             for fraction in config["fractions"]:
                 # every client in every round is full participation (HyFDCA's auto-full)
                 participation = "full" if fraction == 1 else "fraction"
                 problem = Problem(fed, "hinge", config["lam"], participation, fraction,
-                                  p_star, validation, seed, engine, deterministic)
+                                  p_star, held_out[0], seed, engine, deterministic,
+                                  test=held_out[1])
                 label = f"{name} {partition} f={fraction:g}"
                 settings.setdefault(name, []).append((label, problem))
                 data[label] = digest

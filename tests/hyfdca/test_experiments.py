@@ -1062,3 +1062,61 @@ def test_an_experiment_whose_data_sets_are_all_missing_says_it_did_not_run(
     assert "none of the data sets ['a9a'] is on this machine" in out
     assert out.rstrip().endswith("headline: hyfdca_wins_iter=not-run hyfdca_wins_time=not-run "
                                  "defaults_wins_iter=not-run")
+
+
+def test_a_held_out_test_set_takes_the_long_runs_accuracy_and_no_choice(problem, tmp_path):
+    """With a test set the searches choose on the validation set as without one (the same
+    picks, the same losses), and every long run's accuracy is the test set's: not a
+    tuning run's history read back from the saved runs (the same method, parameters and
+    rounds here)."""
+    from hyfdca.experiments._saved_runs import SavedRuns
+    from hyfdca.experiments._suite import split_held_out
+
+    validation, test = split_held_out(problem.validation)
+    assert validation[1].size + test[1].size == problem.validation[1].size
+    plain = dataclasses.replace(problem, validation=validation, deterministic=True)
+    held = dataclasses.replace(plain, test=test)
+    options = dict(rounds=4, tune_rounds=4, max_candidates=2)
+    without = E.compare("s", plain, ["HyFDCA", "FedAvg"], **options)
+    with_test = E.compare("s", held, ["HyFDCA", "FedAvg"], run=SavedRuns(tmp_path, "s"),
+                          **options)
+    assert (without.accuracy_on, with_test.accuracy_on) == ("validation", "test")
+    differs = False
+    for method in ("HyFDCA", "FedAvg"):
+        params = with_test.tunings[method].params
+        assert params == without.tunings[method].params
+        on_test = E.run_method(method, dataclasses.replace(plain, validation=test), params,
+                               rounds=4)
+        long_run = with_test.by_iteration[method]
+        for r, evaluation in long_run.evaluations.items():
+            assert evaluation["validation_accuracy"] == (
+                on_test.evaluations[r]["validation_accuracy"])
+            assert evaluation["relative_loss"] == (
+                without.by_iteration[method].evaluations[r]["relative_loss"])
+            differs |= evaluation["validation_accuracy"] != (
+                without.by_iteration[method].evaluations[r]["validation_accuracy"])
+    assert differs   # the two halves are told apart
+    with pytest.raises(ValueError, match="accuracy_on='test' needs a held-out test set"):
+        dataclasses.replace(plain, accuracy_on="test")
+
+
+def test_a_suite_with_a_held_out_test_set_says_so_and_is_its_own_setting(tmp_path):
+    config = dict(E.QUICK, datasets={"breast_cancer": ("2x2",)}, fractions=(0.5,),
+                  rounds=4, tune_rounds=3, max_candidates=2, held_out_test=True)
+    options = dict(costs=E.REFERENCE_COSTS["mask"], deterministic=True, log=lambda _: None)
+    E.run_suite(config, tmp_path, **options)
+    assert "Accuracies are on a held-out test set" in (tmp_path / "verdict.md").read_text()
+    rows = json.loads((tmp_path / "results.json").read_text())
+    assert {row["accuracy_on"] for row in rows} == {"test"}
+    with pytest.raises(ValueError, match=r"saved with other held_out_test"):
+        E.run_suite(dict(config, held_out_test=False), tmp_path, **options)
+    with pytest.raises(ValueError, match="held_out_test must be True or False, got 1"):
+        E.check_config(dict(config, held_out_test=1))
+
+
+def test_the_cli_takes_a_held_out_test_set(tmp_path):
+    assert main(["experiment", "--quick", "--held-out-test", "--partitions", "2x2",
+                 "--fractions", "0.5", "--rounds", "3", "--tune-rounds", "2",
+                 "--max-candidates", "1", "--backend", "plain", "--output",
+                 str(tmp_path)]) == 0
+    assert "Accuracies are on a held-out test set" in (tmp_path / "verdict.md").read_text()
