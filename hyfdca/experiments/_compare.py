@@ -175,7 +175,8 @@ def with_defaults(comparison):
 
 
 def final_values(history, last=LAST_BY_ITERATION):
-    """(mean relative loss, mean validation accuracy) over the last ``last`` evaluations."""
+    """(mean relative loss, mean accuracy) over the last ``last`` evaluations (the
+    accuracy on the set the run recorded it on: ``Comparison.accuracy_on``)."""
     _, rel = evaluated(history, "relative_loss")
     _, acc = evaluated(history, "validation_accuracy")
     return float(np.mean(rel[-last:])), float(np.mean(acc[-last:]))

@@ -3,7 +3,7 @@ at the paper's length: a hundred tuning runs or more, then the long ones) resume
 last finished run, not from its start.
 
 Each run of :func:`run_method` is one file, keyed by the comparison's fingerprint (its
-setting, methods, options and code digest: ``_suite._fingerprint``) and the run's own
+setting, methods, options, code and data digests: ``_suite._fingerprint``) and the run's own
 arguments (method, hyperparameters, rounds, evaluation period, per-value costs, the set
 its accuracy is taken on: a long run on a held-out test set is not a search's run). A run
 that raised one of ``DIVERGENCE_ERRORS`` (a divergent tuning candidate) is kept as that

@@ -85,6 +85,11 @@ def split_held_out(validation, seed=0):
     from sklearn.model_selection import train_test_split
 
     X, y = validation
+    classes, counts = np.unique(y, return_counts=True)
+    if classes.size < 2 or counts.min() < 2:
+        raise ValueError(f"a held-out test set needs two held-out rows of each of two "
+                         f"classes or more; the held-out quarter has "
+                         f"{dict(zip(classes.tolist(), counts.tolist()))}")
     X_val, X_test, y_val, y_test = train_test_split(X, y, test_size=0.5, random_state=seed,
                                                     stratify=y)
     return (X_val, y_val), (X_test, y_test)
@@ -199,22 +204,27 @@ def _saved_path(folder, label):
     return folder / (re.sub(r"[^A-Za-z0-9.=-]+", "_", label) + ".pkl")
 
 
+_ORIGIN = ("code", "data")   # what a comparison was made by and from, not its settings
+
+
 def _load_saved(path, fingerprint, *, any_code=False):
-    """(comparison, the source digest it was run with) if the comparison saved at ``path``
-    was run with ``fingerprint`` (with ``any_code``: with its settings, by any code), else
-    None (also for a file that cannot be read back: it is computed again). The fingerprint
-    is the first record, checked before the comparison is unpickled."""
+    """(comparison, the source digest it was run with, the data digest it was run on, None
+    where not recorded) if the comparison saved at ``path`` was run with ``fingerprint``
+    (with ``any_code``: with its settings, by any code and on any data digest: a report
+    redraws what was run), else None (also for a file that cannot be read back: it is
+    computed again). The fingerprint is the first record, checked before the comparison
+    is unpickled."""
     wanted = json.loads(fingerprint)
     try:
         with open(path, "rb") as f:
             saved = json.loads(pickle.load(f))
-            code = saved.pop("code", None)
-            if saved != {k: v for k, v in wanted.items() if k != "code"}:
+            code, data = (saved.pop(key, None) for key in _ORIGIN)
+            if saved != {k: v for k, v in wanted.items() if k not in _ORIGIN}:
                 return None
-            if not any_code and code != wanted["code"]:
+            if not any_code and (code, data) != (wanted["code"], wanted["data"]):
                 return None
             try:
-                return pickle.load(f), code
+                return pickle.load(f), code, data
             except (EOFError, pickle.UnpicklingError, AttributeError, ImportError) as err:
                 if any_code:
                     raise ValueError(f"{path} was saved with these settings (source digest "
@@ -255,8 +265,8 @@ def _check_saved(saved, fingerprints, runs, overwrite, log):
     settings (rounds, candidates, time model, ...), which this run would replace (or, for
     a comparison saved whole with these settings, delete), unless ``overwrite``; work of
     other code or data only is logged and not reused (the source digest is what a re-run
-    after a code change is for; a changed data file changes P* and the data digest too;
-    so are costs measured on the clock, which no run can give again)."""
+    after a code change is for; a changed data file changes the data digest, and mostly
+    P*; so are costs measured on the clock, which no run can give again)."""
     clashes = []
     for label, wanted in fingerprints.items():
         ours = _flat(json.loads(wanted))
@@ -354,8 +364,11 @@ def run_suite(config, output, *, methods=METHODS, costs=None, latency=0.2575, se
             continue
         for partition in partitions:
             fed, validation, p_star = prepare(name, partition, lam=config["lam"], seed=seed)
-            held_out = (split_held_out(validation, seed) if config.get("held_out_test")
-                        else (validation, None))
+            try:
+                held_out = (split_held_out(validation, seed) if config.get("held_out_test")
+                            else (validation, None))
+            except ValueError as err:
+                raise ValueError(f"{name} {partition}: {err}") from None
             digest = data_digest(fed, *(s for s in held_out if s is not None))
             for fraction in config["fractions"]:
                 # every client in every round is full participation (HyFDCA's auto-full)
@@ -383,12 +396,12 @@ def run_suite(config, output, *, methods=METHODS, costs=None, latency=0.2575, se
     code = source_digest()
     fingerprints = {label: _fingerprint(label, problem, methods, options, code, data[label])
                     for label, problem in jobs}
-    done, codes = {}, {}
+    done, origins = {}, {}
     for label, _ in jobs:
         loaded = _load_saved(_saved_path(saved, label), fingerprints[label],
                              any_code=report_only)
         if loaded is not None:
-            done[label], codes[label] = loaded
+            done[label], *origins[label] = loaded
     todo = [(label, problem) for label, problem in jobs if label not in done]
     runs = {label: SavedRuns(saved / "unfinished" / _saved_path(saved, label).stem,
                              fingerprints[label]) for label, _ in jobs}
@@ -398,8 +411,12 @@ def run_suite(config, output, *, methods=METHODS, costs=None, latency=0.2575, se
             raise ValueError(f"report only: no comparison saved in {saved} with these "
                              f"settings for {[label for label, _ in todo]}")
         for label, _ in jobs:
-            log(f"{label}: run by source digest {codes[label][:12]}"
-                + ("" if codes[label] == code else f" (this checkout: {code[:12]})"))
+            ran, on = origins[label]
+            log(f"{label}: run by source digest {ran[:12]}"
+                + ("" if ran == code else f" (this checkout: {code[:12]})")
+                + ("; its data digest was not recorded" if on is None
+                   else "; on other data than this machine's (data digest "
+                        f"{on[:12]}, here {data[label][:12]})" if on != data[label] else ""))
     else:
         _check_saved(saved, fingerprints, runs, overwrite, log)
         log(f"{len(jobs)} comparisons"

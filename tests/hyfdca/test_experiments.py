@@ -3,6 +3,7 @@ a CI-sized run of the whole suite."""
 
 import dataclasses
 import json
+import pickle
 import re
 
 import numpy as np
@@ -10,6 +11,7 @@ import pytest
 
 from hyfdca import experiments as E
 from feddata.history import History
+from hyfdca._checkpoint import pickled
 from hyfdca._signals import Terminated
 from hyfdca.cli import main
 from hyfdca.experiments._compare import truncate_by_time
@@ -845,7 +847,6 @@ def test_saved_work_of_other_measured_costs_or_unreadable_is_computed_again(tmp_
     """Costs measured on the clock differ on every run, so they never resume and never
     refuse one (under the deterministic time model they are settings); a saved file whose
     fingerprint is not a JSON object is left to be computed again."""
-    from hyfdca._checkpoint import pickled
     from hyfdca.experiments._saved_runs import SavedRuns
     from hyfdca.experiments._suite import _check_saved
 
@@ -1016,13 +1017,21 @@ def test_a_report_only_run_redraws_from_saved_comparisons_of_any_code(tmp_path,
     assert (tmp_path / "results.json").read_bytes() == before
     assert f"breast_cancer 2x2 f=0.5: run by source digest {ran_by[:12]} (this checkout: " \
            f"ffffffffffff)" in said
+    saved = tmp_path / "comparisons" / "breast_cancer_2x2_f=0.5.pkl"
+    with open(saved, "rb") as f:   # saved before the data digest was recorded
+        fingerprint, comparison = json.loads(pickle.load(f)), pickle.load(f)
+    del fingerprint["data"]
+    saved.write_bytes(pickled(json.dumps(fingerprint, sort_keys=True)) + pickled(comparison))
+    said.clear()
+    E.run_suite(config, tmp_path, report_only=True, log=said.append, **options)
+    assert (tmp_path / "results.json").read_bytes() == before
+    assert said[0].endswith("; its data digest was not recorded")
     with pytest.raises(ValueError, match=r"no comparison saved .*\['breast_cancer 2x2 f=0.9'\]"):
         E.run_suite(dict(config, fractions=(0.5, 0.9)), tmp_path, report_only=True,
                     log=said.append, **options)
     with pytest.raises(ValueError, match="no comparison saved"):
         E.run_suite(dict(config, rounds=7), tmp_path, report_only=True, log=said.append,
                     **options)
-    saved = tmp_path / "comparisons" / "breast_cancer_2x2_f=0.5.pkl"
     saved.write_bytes(saved.read_bytes()[:-100])
     with pytest.raises(ValueError, match="saved with these settings .* cannot read it back"):
         E.run_suite(config, tmp_path, report_only=True, log=said.append, **options)
@@ -1085,6 +1094,7 @@ def test_a_held_out_test_set_takes_the_long_runs_accuracy_and_no_choice(problem,
     for method in ("HyFDCA", "FedAvg"):
         params = with_test.tunings[method].params
         assert params == without.tunings[method].params
+        assert with_test.tunings[method].candidates == without.tunings[method].candidates
         on_test = E.run_method(method, dataclasses.replace(plain, validation=test), params,
                                rounds=4)
         long_run = with_test.by_iteration[method]
@@ -1120,3 +1130,13 @@ def test_the_cli_takes_a_held_out_test_set(tmp_path):
                  "--max-candidates", "1", "--backend", "plain", "--output",
                  str(tmp_path)]) == 0
     assert "Accuracies are on a held-out test set" in (tmp_path / "verdict.md").read_text()
+
+
+def test_a_held_out_quarter_too_small_to_split_is_refused_with_its_counts():
+    from hyfdca.experiments._suite import split_held_out
+
+    X = np.arange(12.0).reshape(6, 2)
+    with pytest.raises(ValueError, match=r"the held-out quarter has \{-1.0: 5, 1.0: 1\}"):
+        split_held_out((X, np.array([-1.0] * 5 + [1.0])))
+    validation, test = split_held_out((X, np.array([-1.0] * 4 + [1.0] * 2)))
+    assert sorted(validation[1]) == sorted(test[1]) == [-1.0, -1.0, 1.0]
