@@ -13,7 +13,9 @@ from numba import njit
 
 @njit(cache=True)
 def add_weighted(total, weight, feature_ids, w_k, c_k):
-    """total[J_k] += c_k w_k and weight[J_k] += c_k (J_k = ``feature_ids``, distinct)."""
+    """total[J_k] += c_k w_k and weight[J_k] += c_k (J_k = ``feature_ids``: distinct and in
+    range, as a FederatedDataset's are; w_k float64, as ``local_sgd`` returns: for these
+    the NumPy form's bits; no bounds are checked)."""
     for p in range(feature_ids.shape[0]):
         j = feature_ids[p]
         total[j] += c_k * w_k[p]
