@@ -12,6 +12,7 @@ COLORS = {"HyFDCA": "#C44E52", "FedAvg": "#4C72B0", "HyFEM": "#55A868", "D3CA": 
 
 _ACCURACY_SET = {"validation": "validation", "test": "held-out test"}
 
+
 def plot_grid(comparisons, paths, *, axis="iteration", smooth=0.01, columns=3):
     """One panel pair per comparison, ``columns`` pairs per row (the paper's grid: one row
     per partition, one column per fraction): relative loss (log) above validation

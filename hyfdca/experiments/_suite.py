@@ -274,7 +274,7 @@ def _check_saved(saved, fingerprints, runs, overwrite, log):
             theirs = _flat(other)
             keys = {k for k in theirs.keys() | ours.keys() if theirs.get(k) != ours.get(k)}
             measured = not (theirs.get("deterministic") or ours.get("deterministic"))
-            settings = sorted(keys - {"code", "data", "p_star"}
+            settings = sorted(keys - {*_ORIGIN, "p_star"}   # P*: of the code and data
                               - ({"costs"} if measured else set()))
             if settings:
                 clashes.append(f"{label} (saved with other {', '.join(settings)})")
