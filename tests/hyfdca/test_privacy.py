@@ -45,8 +45,18 @@ def _run(cancer, crypto, monkeypatch):
     return run, np.concatenate(seen)
 
 
-def _plaintext_leaks(run, secrets):
-    """Messages whose ciphertext payloads or plaintext fields reveal a secret value."""
+def _plaintext_leaks(inbox, secrets):
+    """Messages of ``inbox`` (the server's: (phase, sender, message)) whose ciphertext
+    payloads or plaintext fields reveal a secret value.
+
+    A ciphertext payload leaks if one of its words is a secret's fixed-point integer
+    round(s 2^f) (within one, the encoder's rounding) or, where it is bytes, if 8 of its
+    bytes are the secret's float64 (to 1e-12 relative). Calibrated so that chance cannot
+    fail the test: a random 64-bit word matches a given secret with probability about
+    3 / 2^64 + 5e-16, and a run has ~4e6 words and ~1e3 secrets, so a false alarm comes
+    about once in 10^6 runs. (The first audit took any word within 1e-5 of a secret
+    relative: a window of ~10^5 integers per secret; CI once flagged a BFV certificate
+    payload so, and no rerun of the seeded run reproduced it.)"""
     secrets = secrets[np.abs(secrets) > 1e-9]
     leaks = []
 
@@ -56,14 +66,16 @@ def _plaintext_leaks(run, secrets):
             if hasattr(value, "__dataclass_fields__"):
                 visit(phase, value)
             elif isinstance(value, EncryptedVector):
-                payload = _payload_numbers(value.payload)
-                if _near(np.ldexp(payload, -value.scale_bits), secrets, 1e-9, rtol=1e-5):
+                integers, doubles = _payload_words(value.payload)
+                encoded = np.rint(np.ldexp(secrets, value.scale_bits))
+                if (_near(integers, encoded, 1.0)
+                        or (doubles is not None and _near(doubles, secrets, 0.0, rtol=1e-12))):
                     leaks.append((phase, type(message).__name__, f.name))
             elif isinstance(value, np.ndarray) and value.dtype == np.float64 and value.size:
                 if _near(value, secrets, 1e-12):
                     leaks.append((phase, type(message).__name__, f.name))
 
-    for phase, _, message in run.transport.server_inbox:
+    for phase, _, message in inbox:
         visit(phase, message)
     return leaks
 
@@ -81,32 +93,59 @@ def _near(values, secrets, atol, rtol=0.0):
                     for i in (above, below)))
 
 
-def _payload_numbers(payload):
-    """What the server reads in a payload, as numbers: the ciphertext integers, or the
-    masked value lane (signed) of the masking backend. (Its MAC tags, a m + k mod p with
-    p < 2^32, decode to [0, 2^-32 p): read as fixed-point they would match some secret by
-    chance at this tolerance, and they carry the value only under the one-time key k.)"""
+def _payload_words(payload):
+    """What the server reads in a payload: its numbers (the ciphertext integers, or the
+    masked value lane, signed, of the masking backend), as floats, and for a payload of
+    bytes (BFV) the same bytes read as float64 too (else None). (The masking backend's
+    MAC tags, a m + k mod p with p < 2^32, carry the value only under the one-time key k
+    and are not read.)"""
     if isinstance(payload, MaskPayload):
-        return payload.value.view(np.int64).astype(float)
+        return payload.value.view(np.int64).astype(float), None
     if any(isinstance(v, BFVCiphertext) or v is None for v in payload):  # the bytes, as words
         blobs = [b"\0" * 8 if v is None else b"".join(v.blobs()) for v in payload]
-        return np.concatenate([np.frombuffer(b[:len(b) // 8 * 8], dtype="<i8").astype(float)
-                               for b in blobs])
-    return np.array([float(v) for v in payload])
+        words = b"".join(b[:len(b) // 8 * 8] for b in blobs)
+        return np.frombuffer(words, dtype="<i8").astype(float), np.frombuffer(words, "<f8")
+    return np.array([float(v) for v in payload]), None
 
 
 @pytest.mark.parametrize("crypto", ENCRYPTED)
 def test_server_receives_no_plaintext_duals_or_inner_products(cancer, monkeypatch, crypto):
     run, secrets = _run(cancer, crypto, monkeypatch)
     assert len(run.transport.server_inbox) > 0 and secrets.size > 100
-    assert _plaintext_leaks(run, secrets) == []
+    assert _plaintext_leaks(run.transport.server_inbox, secrets) == []
 
 
 def test_the_audit_catches_a_plaintext_backend(cancer, monkeypatch):
     """The same audit on the plaintext backend must flag the dual updates and parts."""
     run, secrets = _run(cancer, "plain", monkeypatch)
-    flagged = {name for _, name, _ in _plaintext_leaks(run, secrets)}
+    flagged = {name for _, name, _ in _plaintext_leaks(run.transport.server_inbox, secrets)}
     assert {"InnerProductParts", "DualUpdate"} <= flagged
+
+
+@pytest.mark.parametrize("planted", ["fixed-point", "float64"])
+def test_the_audit_reads_a_secret_planted_in_lattice_ciphertext_bytes(cancer, monkeypatch,
+                                                                      planted):
+    """A BFV ciphertext of a real run with one secret written into its bytes, as its
+    fixed-point integer or as its float64, is flagged; the untouched one is not."""
+    from dataclasses import replace
+
+    run, secrets = _run(cancer, "bfv", monkeypatch)
+    phase, sender, message = next(m for m in run.transport.server_inbox
+                                  if type(m[2]).__name__ == "InnerProductParts")
+    parts = message.parts
+    secret = secrets[np.argmax(np.abs(secrets) > 0.1)]
+    word = (np.array([np.rint(np.ldexp(secret, parts.scale_bits))], dtype="<i8")
+            if planted == "fixed-point" else np.array([secret], dtype="<f8")).tobytes()
+    blobs = list(parts.payload[0].blobs())
+    blobs[0] = blobs[0][:800] + word + blobs[0][808:]
+    payload = parts.payload.copy()
+    payload[0] = BFVCiphertext(data=blobs)
+    tampered = replace(message, parts=EncryptedVector(payload, parts.scale_bits,
+                                                      parts.key_id, parts.bound,
+                                                      parts.slots, parts.length))
+    assert _plaintext_leaks([(phase, sender, message)], secrets) == []
+    assert _plaintext_leaks([(phase, sender, tampered)], secrets) == [
+        (phase, "InnerProductParts", "parts")]
 
 
 def _reachable(obj, depth=4, seen=None):
@@ -216,7 +255,7 @@ def test_the_audit_catches_a_mask_backend_without_a_keystream(cancer, monkeypatc
 
     monkeypatch.setattr(MaskKeyHolder, "_stream", zero_stream)
     run, secrets = _run(cancer, "mask", monkeypatch)
-    flagged = {name for _, name, _ in _plaintext_leaks(run, secrets)}
+    flagged = {name for _, name, _ in _plaintext_leaks(run.transport.server_inbox, secrets)}
     assert {"InnerProductParts", "DualUpdate"} <= flagged
 
 
