@@ -53,8 +53,8 @@ def _plaintext_leaks(inbox, secrets):
     round(s 2^f) (within one, the encoder's rounding) or, where it is bytes, if 8 of its
     bytes are the secret's float64 (to 1e-12 relative). Calibrated so that chance cannot
     fail the test: a random 64-bit word matches a given secret with probability about
-    3 / 2^64 + 5e-16, and a run has ~4e6 words and ~1e3 secrets, so a false alarm comes
-    about once in 10^6 runs. (The first audit took any word within 1e-5 of a secret
+    3 / 2^64 + 5e-16, and a run has ~4e6 words and ~1e3 secrets: a false alarm has
+    probability about 3e-6 a run. (The first audit took any word within 1e-5 of a secret
     relative: a window of ~10^5 integers per secret; CI once flagged a BFV certificate
     payload so, and no rerun of the seeded run reproduced it.)"""
     secrets = secrets[np.abs(secrets) > 1e-9]
