@@ -52,7 +52,11 @@ def plain_run(cancer):
     return _with_decoys(cancer, "plain")
 
 
-@pytest.fixture(scope="module", params=sorted(set(BACKENDS) - {"plain"}))  # every backend
+# every backend; bfv's thirteen 30-round runs take 150 s on 2 cores, so it is -m slow
+# (its ciphertext bytes are audited in the default run by test_privacy.py)
+@pytest.fixture(scope="module", params=[
+    pytest.param(name, marks=pytest.mark.slow) if name == "bfv" else name
+    for name in sorted(set(BACKENDS) - {"plain"})])
 def encrypted_run(cancer, request):
     return _with_decoys(cancer, request.param)
 

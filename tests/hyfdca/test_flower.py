@@ -369,12 +369,15 @@ def test_a_compressed_libsvm_party_file_with_blank_header_lines_reads_back(job, 
         np.testing.assert_array_equal(back.sample_ids, block.sample_ids)
 
 
+@pytest.mark.slow
 def test_a_loopback_deployment_with_tls_gives_the_in_process_iterates(job, cancer):
-    """A SuperLink and four SuperNodes as subprocesses on 127.0.0.1 with self-signed TLS
-    certificates, each SuperNode with its own data file (two .npz, two LIBSVM); `flwr run`
-    of a one-round 2x2 mask job, then a federated prediction of 100 new samples (Flower
-    starts a ClientApp process per message: a few minutes on 2 cores, so one round);
-    nothing is left running afterwards, even when the run fails."""
+    """(-m slow: 150-200 s on 2 cores, a third of the default suite's time; the same
+    deployment runs in benchmarks/flower_rounds.py.) A SuperLink and four SuperNodes as
+    subprocesses on 127.0.0.1 with self-signed TLS certificates, each SuperNode with its
+    own data file (two .npz, two LIBSVM); `flwr run` of a one-round 2x2 mask job, then a
+    federated prediction of 100 new samples (Flower starts a ClientApp process per
+    message, so one round); nothing is left running afterwards, even when the run
+    fails."""
     import json
 
     fed, settings, folder, client_keys, server_keys = job
