@@ -54,9 +54,8 @@ def _plaintext_leaks(inbox, secrets):
     bytes are the secret's float64 (to 1e-12 relative). Calibrated so that chance cannot
     fail the test: a random 64-bit word matches a given secret with probability about
     3 / 2^64 + 5e-16, and a run has ~4e6 words and ~1e3 secrets: a false alarm has
-    probability about 3e-6 a run. (The first audit took any word within 1e-5 of a secret
-    relative: a window of ~10^5 integers per secret; CI once flagged a BFV certificate
-    payload so, and no rerun of the seeded run reproduced it.)"""
+    probability about 3e-6 a run. (A window relative to the secret, 1e-5 wide, would
+    hold ~10^5 integers per secret and match random or header words by chance.)"""
     secrets = secrets[np.abs(secrets) > 1e-9]
     leaks = []
 
@@ -104,7 +103,7 @@ def _payload_words(payload):
     if any(isinstance(v, BFVCiphertext) or v is None for v in payload):  # the bytes, as words
         blobs = [b"\0" * 8 if v is None else b"".join(v.blobs()) for v in payload]
         words = b"".join(b[:len(b) // 8 * 8] for b in blobs)
-        return np.frombuffer(words, dtype="<i8").astype(float), np.frombuffer(words, "<f8")
+        return np.frombuffer(words, dtype="<i8").astype(float), np.frombuffer(words, dtype="<f8")
     return np.array([float(v) for v in payload]), None
 
 
