@@ -13,6 +13,8 @@ def federated_problem(name, partition, *, seed=0, positive_class=0, validation_s
     Multi-class data become class ``positive_class`` (an index into the data set's
     classes) against the rest. A stratified split keeps ``validation_size`` of the samples
     for validation; the rest is split by the partition spec (``partition_from_spec``).
+    Features fitted on the data (the text sets' TF-IDF: ``Dataset.refit``) are fitted on
+    the training part only, so the validation set shapes none of them.
     The quadrant scheme appends a bias feature to the federated blocks: the validation
     matrix gets the same column."""
     # imported on use, not with the module (docs/architecture.md)
@@ -33,8 +35,10 @@ def federated_problem(name, partition, *, seed=0, positive_class=0, validation_s
                              f"{positive_class}")
         positive = ds.classes[positive_class]
         y = np.where(ds.y == positive, 1.0, -1.0)
-    X_tr, X_val, y_tr, y_val = train_test_split(ds.X, y, test_size=validation_size,
-                                                random_state=seed, stratify=y)
+    train, held_out = train_test_split(np.arange(ds.n_samples), test_size=validation_size,
+                                       random_state=seed, stratify=y)
+    X = ds.X if ds.refit is None else ds.refit(train)
+    X_tr, X_val, y_tr, y_val = X[train], X[held_out], y[train], y[held_out]
     fed = partition_from_spec(X_tr, y_tr, partition, seed=seed, image_shape=ds.image_shape)
     if fed.n_features > X_val.shape[1]:  # the quadrant scheme's bias feature
         X_val = sp.hstack([sp.csr_matrix(X_val), np.full((X_val.shape[0], 1), 10.0)],

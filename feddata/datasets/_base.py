@@ -1,8 +1,9 @@
 """The Dataset record every loader returns, and the checks and label mapping they share."""
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 import scipy.sparse as sp
@@ -21,6 +22,12 @@ class Dataset:
     the original labels in order ``[label mapped to -1, label mapped to +1]``; for more
     classes ``y`` keeps the original labels (one-vs-rest later); for regression ``classes``
     is None.
+
+    ``refit``, where X holds statistics fitted on the data (TF-IDF's vocabulary and
+    inverse document frequencies), rebuilds X for every sample with those statistics
+    learned from the given rows only: ``refit(rows) -> X``, so that a held-out part shapes
+    nothing of the features a model trains on (``federated_problem``). None where X is
+    the data as read.
     """
 
     X: object
@@ -29,6 +36,7 @@ class Dataset:
     source: str
     classes: np.ndarray | None
     image_shape: tuple | None = None
+    refit: Callable | None = field(default=None, repr=False, compare=False)
 
     @property
     def n_samples(self):
@@ -68,21 +76,16 @@ TASKS = ("classification", "regression")
 
 
 def make_dataset(X, y, *, name, source, task="classification", normalize=False,
-                 image_shape=None):
-    """Validate X and y, map binary labels to +-1 and build the Dataset.
+                 image_shape=None, refit=None):
+    """Validate X and y, map binary labels to +-1 and build the Dataset (``refit``: as
+    :class:`Dataset`'s, its X validated and normalised as X is).
 
     Errors name the problem: an unknown task, no samples, NaN/inf in X or y, mismatched
     lengths, fewer than 2 classes.
     """
     if task not in TASKS:
         raise ValueError(f"{name}: task must be one of {TASKS}, got {task!r}")
-    if sp.issparse(X):
-        X = as_csr(X, name=f"{name}: X")
-    else:
-        X = np.ascontiguousarray(X, dtype=np.float64)
-        if X.ndim != 2:
-            raise ValueError(f"{name}: X must be 2-D, got shape {X.shape}")
-        check_finite(X, f"{name}: X")
+    X = _checked_matrix(X, f"{name}: X")
     y = np.asarray(y)
     if y.ndim != 1 or y.shape[0] != X.shape[0]:
         raise ValueError(f"{name}: y has shape {y.shape} but X has {X.shape[0]} rows")
@@ -90,10 +93,12 @@ def make_dataset(X, y, *, name, source, task="classification", normalize=False,
         raise ValueError(f"{name}: no samples (X has 0 rows)")
     if normalize:
         X = normalize_rows(X)
+    if refit is not None:
+        refit = _checked_refit(refit, name=name, n_samples=X.shape[0], normalize=normalize)
     if task == "regression":
         y = y.astype(np.float64)
         check_finite(y, f"{name}: y")
-        return Dataset(X, y, name, source, None, image_shape)
+        return Dataset(X, y, name, source, None, image_shape, refit)
     if np.issubdtype(y.dtype, np.floating):
         check_finite(y, f"{name}: y")
     classes = np.unique(y)
@@ -101,7 +106,37 @@ def make_dataset(X, y, *, name, source, task="classification", normalize=False,
         raise ValueError(f"{name}: needs at least 2 classes, found only {classes.tolist()}")
     if classes.size == 2:
         y = np.where(y == classes[1], 1.0, -1.0)
-    return Dataset(X, y, name, source, classes, image_shape)
+    return Dataset(X, y, name, source, classes, image_shape, refit)
+
+
+def _checked_matrix(X, what):
+    """X as CSR (sparse input) or C-contiguous float64, 2-D and finite."""
+    if sp.issparse(X):
+        return as_csr(X, name=what)
+    X = np.ascontiguousarray(X, dtype=np.float64)
+    if X.ndim != 2:
+        raise ValueError(f"{what} must be 2-D, got shape {X.shape}")
+    check_finite(X, what)
+    return X
+
+
+def _checked_refit(refit, *, name, n_samples, normalize):
+    """``refit`` whose rows are checked (whole numbers in range, at least one) and whose
+    X gets the checks and normalisation of :func:`make_dataset`."""
+    def checked(rows):
+        rows = np.asarray(rows)
+        if rows.ndim != 1 or rows.size == 0 or not np.issubdtype(rows.dtype, np.integer):
+            raise ValueError(f"{name}: refit needs a non-empty 1-D array of row indices, "
+                             f"got {rows.dtype} of shape {rows.shape}")
+        if rows.min() < 0 or rows.max() >= n_samples:
+            raise ValueError(f"{name}: refit's row indices must lie in [0, {n_samples}), "
+                             f"got {rows.min()} to {rows.max()}")
+        X = _checked_matrix(refit(rows), f"{name}: refitted X")
+        if X.shape[0] != n_samples:
+            raise ValueError(f"{name}: refit returned {X.shape[0]} rows for {n_samples} "
+                             f"samples")
+        return normalize_rows(X) if normalize else X
+    return checked
 
 
 def data_search_path(data_home=None):

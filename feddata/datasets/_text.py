@@ -42,14 +42,22 @@ def load_sms_spam(path=None, *, data_home=None, ngram_range=(1, 2), min_df=2,
     """SMS spam (5,574 messages): TF-IDF of word n-grams, spam = +1, ham = -1.
 
     TfidfVectorizer already scales each row to unit L2 norm; ``min_df`` drops n-grams seen
-    in fewer messages.
+    in fewer messages. X's vocabulary and inverse document frequencies are fitted on every
+    message; the Dataset's ``refit(rows)`` fits them on those messages only and applies
+    them to all (n-grams seen only outside ``rows`` are dropped), as ``federated_problem``
+    does with its training part.
     """
     # imported on use, not with the module (docs/architecture.md)
     from sklearn.feature_extraction.text import TfidfVectorizer
 
     path = Path(path) if path is not None else find_data_file(("SMSSpamCollection",), data_home)
     labels, texts = read_labelled_lines(path)
-    vectorizer = TfidfVectorizer(ngram_range=tuple(ngram_range), min_df=min_df,
-                                 lowercase=True, dtype=np.float64)
-    X = vectorizer.fit_transform(texts)
-    return make_dataset(X, labels, name="sms-spam", source=str(path), normalize=normalize)
+
+    def tfidf_fitted_on(rows):
+        vectorizer = TfidfVectorizer(ngram_range=tuple(ngram_range), min_df=min_df,
+                                     lowercase=True, dtype=np.float64)
+        vectorizer.fit([texts[i] for i in rows])
+        return vectorizer.transform(texts)
+
+    return make_dataset(tfidf_fitted_on(np.arange(len(texts))), labels, name="sms-spam",
+                        source=str(path), normalize=normalize, refit=tfidf_fitted_on)
