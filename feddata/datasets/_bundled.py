@@ -1,5 +1,7 @@
 """scikit-learn's bundled data sets: the embedded defaults (no download)."""
 
+import numpy as np
+
 from feddata.datasets._base import make_dataset
 
 
@@ -7,15 +9,24 @@ def load_breast_cancer(*, standardize=True, normalize=False):
     """Wisconsin breast cancer (569 x 30, dense): classes 'benign' (-1), 'malignant' (+1).
 
     Features are z-scored by default: their raw scales differ by four orders of magnitude.
+    X's means and standard deviations are those of every sample; the Dataset's
+    ``refit(rows)`` takes them from those samples only, as ``federated_problem`` does
+    with its training part.
     """
     # imported on use, not with the module (docs/architecture.md)
     import sklearn.datasets as skd
     from sklearn.preprocessing import StandardScaler
 
     raw = skd.load_breast_cancer()
-    X = StandardScaler().fit_transform(raw.data) if standardize else raw.data
-    return make_dataset(X, raw.target_names[raw.target], name="breast_cancer",
-                        source="scikit-learn (bundled)", normalize=normalize)
+
+    def z_scored_by(rows):
+        return StandardScaler().fit(raw.data[rows]).transform(raw.data)
+
+    every_sample = np.arange(raw.data.shape[0])
+    return make_dataset(z_scored_by(every_sample) if standardize else raw.data,
+                        raw.target_names[raw.target], name="breast_cancer",
+                        source="scikit-learn (bundled)", normalize=normalize,
+                        refit=z_scored_by if standardize else None)
 
 
 def load_digits(*, normalize=False):

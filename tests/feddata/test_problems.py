@@ -81,14 +81,32 @@ def test_the_text_features_are_fitted_on_the_training_messages(tmp_path, monkeyp
 def test_data_without_fitted_features_split_as_before():
     from sklearn.model_selection import train_test_split
 
-    ds = D.load_breast_cancer()
+    ds = D.load_digits()
     assert ds.refit is None
-    fed, (X_val, y_val), _ = federated_problem("breast_cancer", "1x1", seed=3)
-    X_tr, X_ref, y_tr, y_ref = train_test_split(ds.X, ds.y, test_size=0.25, random_state=3,
-                                                stratify=ds.y)
+    y = np.where(ds.y == ds.classes[0], 1.0, -1.0)
+    fed, (X_val, y_val), _ = federated_problem("digits", "1x1", seed=3)
+    X_tr, X_ref, y_tr, y_ref = train_test_split(ds.X, y, test_size=0.25, random_state=3,
+                                                stratify=y)
     np.testing.assert_array_equal(X_val, X_ref)
     np.testing.assert_array_equal(y_val, y_ref)
     np.testing.assert_array_equal(fed.labels, y_tr)
+
+
+def test_the_standardisation_is_fitted_on_the_training_samples():
+    import sklearn.datasets as skd
+    from sklearn.model_selection import train_test_split
+
+    raw = skd.load_breast_cancer().data
+    ds = D.load_breast_cancer()
+    train, held_out = train_test_split(np.arange(ds.n_samples), test_size=0.25,
+                                       random_state=2, stratify=ds.y)
+    fed, (X_val, _), _ = federated_problem("breast_cancer", "1x1", seed=2)
+    mean, std = raw[train].mean(axis=0), raw[train].std(axis=0)
+    np.testing.assert_allclose(X_val, (raw[held_out] - mean) / std, rtol=1e-12, atol=1e-12)
+    block = fed.blocks[0].X
+    block = block.toarray() if sp.issparse(block) else block
+    np.testing.assert_allclose(block.mean(axis=0), 0, atol=1e-12)
+    assert not np.allclose(X_val, ds.X[held_out])   # not every sample's statistics
 
 
 def test_refit_checks_its_rows_and_what_it_returns():

@@ -676,7 +676,8 @@ def test_a_long_run_that_diverges_is_recorded_and_the_comparison_goes_on(problem
     other runs are those of the comparison without it (they never raised before)."""
     problem = dataclasses.replace(problem, deterministic=True)   # the same tuning twice
     rounds, tune_rounds = 6, 3
-    options = dict(rounds=rounds, tune_rounds=tune_rounds, max_candidates=2)
+    # 3 draws: FedAvg's search then chooses other than its defaults (checked next)
+    options = dict(rounds=rounds, tune_rounds=tune_rounds, max_candidates=3)
     whole = E.compare("s", problem, ["HyFDCA", "FedAvg"], **options)
     fedavg_params = whole.tunings["FedAvg"].params
     time_rounds = len(whole.by_time["FedAvg"].rounds)
