@@ -24,7 +24,7 @@ class Dataset:
     is None.
 
     ``refit``, where X holds statistics fitted on the data (TF-IDF's vocabulary and
-    inverse document frequencies), rebuilds X for every sample with those statistics
+    inverse document frequencies, z-scores' means and standard deviations), rebuilds X for every sample with those statistics
     learned from the given rows only: ``refit(rows) -> X``, so that a held-out part shapes
     nothing of the features a model trains on (``federated_problem``). None where X is
     the data as read.
@@ -94,7 +94,7 @@ def make_dataset(X, y, *, name, source, task="classification", normalize=False,
     if normalize:
         X = normalize_rows(X)
     if refit is not None:
-        refit = _checked_refit(refit, name=name, n_samples=X.shape[0], normalize=normalize)
+        refit = _CheckedRefit(refit, name=name, n_samples=X.shape[0], normalize=normalize)
     if task == "regression":
         y = y.astype(np.float64)
         check_finite(y, f"{name}: y")
@@ -120,10 +120,17 @@ def _checked_matrix(X, what):
     return X
 
 
-def _checked_refit(refit, *, name, n_samples, normalize):
+class _CheckedRefit:
     """``refit`` whose rows are checked (whole numbers in range, at least one) and whose
-    X gets the checks and normalisation of :func:`make_dataset`."""
-    def checked(rows):
+    X gets the checks and normalisation of :func:`make_dataset` (a class, not a closure,
+    so that a Dataset pickles)."""
+
+    def __init__(self, refit, *, name, n_samples, normalize):
+        self.refit, self.name, self.n_samples = refit, name, n_samples
+        self.normalize = normalize
+
+    def __call__(self, rows):
+        name, n_samples = self.name, self.n_samples
         rows = np.asarray(rows)
         if rows.ndim != 1 or rows.size == 0 or not np.issubdtype(rows.dtype, np.integer):
             raise ValueError(f"{name}: refit needs a non-empty 1-D array of row indices, "
@@ -131,12 +138,11 @@ def _checked_refit(refit, *, name, n_samples, normalize):
         if rows.min() < 0 or rows.max() >= n_samples:
             raise ValueError(f"{name}: refit's row indices must lie in [0, {n_samples}), "
                              f"got {rows.min()} to {rows.max()}")
-        X = _checked_matrix(refit(rows), f"{name}: refitted X")
+        X = _checked_matrix(self.refit(rows), f"{name}: refitted X")
         if X.shape[0] != n_samples:
             raise ValueError(f"{name}: refit returned {X.shape[0]} rows for {n_samples} "
                              f"samples")
-        return normalize_rows(X) if normalize else X
-    return checked
+        return normalize_rows(X) if self.normalize else X
 
 
 def data_search_path(data_home=None):

@@ -15,18 +15,27 @@ def load_breast_cancer(*, standardize=True, normalize=False):
     """
     # imported on use, not with the module (docs/architecture.md)
     import sklearn.datasets as skd
-    from sklearn.preprocessing import StandardScaler
 
     raw = skd.load_breast_cancer()
-
-    def z_scored_by(rows):
-        return StandardScaler().fit(raw.data[rows]).transform(raw.data)
-
+    z_scored_by = _ZScoredBy(raw.data)
     every_sample = np.arange(raw.data.shape[0])
     return make_dataset(z_scored_by(every_sample) if standardize else raw.data,
                         raw.target_names[raw.target], name="breast_cancer",
                         source="scikit-learn (bundled)", normalize=normalize,
                         refit=z_scored_by if standardize else None)
+
+
+class _ZScoredBy:
+    """rows -> every sample z-scored with the means and standard deviations of ``rows``."""
+
+    def __init__(self, data):
+        self.data = data
+
+    def __call__(self, rows):
+        # imported on use, not with the module (docs/architecture.md)
+        from sklearn.preprocessing import StandardScaler
+
+        return StandardScaler().fit(self.data[rows]).transform(self.data)
 
 
 def load_digits(*, normalize=False):

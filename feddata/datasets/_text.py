@@ -47,17 +47,24 @@ def load_sms_spam(path=None, *, data_home=None, ngram_range=(1, 2), min_df=2,
     them to all (n-grams seen only outside ``rows`` are dropped), as ``federated_problem``
     does with its training part.
     """
-    # imported on use, not with the module (docs/architecture.md)
-    from sklearn.feature_extraction.text import TfidfVectorizer
-
     path = Path(path) if path is not None else find_data_file(("SMSSpamCollection",), data_home)
     labels, texts = read_labelled_lines(path)
-
-    def tfidf_fitted_on(rows):
-        vectorizer = TfidfVectorizer(ngram_range=tuple(ngram_range), min_df=min_df,
-                                     lowercase=True, dtype=np.float64)
-        vectorizer.fit([texts[i] for i in rows])
-        return vectorizer.transform(texts)
-
+    tfidf_fitted_on = _TfidfFittedOn(texts, tuple(ngram_range), min_df)
     return make_dataset(tfidf_fitted_on(np.arange(len(texts))), labels, name="sms-spam",
                         source=str(path), normalize=normalize, refit=tfidf_fitted_on)
+
+
+class _TfidfFittedOn:
+    """rows -> TF-IDF of every text, its vocabulary and IDF fitted on ``texts[rows]``."""
+
+    def __init__(self, texts, ngram_range, min_df):
+        self.texts, self.ngram_range, self.min_df = texts, ngram_range, min_df
+
+    def __call__(self, rows):
+        # imported on use, not with the module (docs/architecture.md)
+        from sklearn.feature_extraction.text import TfidfVectorizer
+
+        vectorizer = TfidfVectorizer(ngram_range=self.ngram_range, min_df=self.min_df,
+                                     lowercase=True, dtype=np.float64)
+        vectorizer.fit([self.texts[i] for i in rows])
+        return vectorizer.transform(self.texts)

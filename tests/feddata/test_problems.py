@@ -41,7 +41,7 @@ def test_a_held_out_message_shapes_no_training_feature(tmp_path, monkeypatch):
     _, held_out = _split(labels)
     changed = list(texts)
     # every word in one held-out message: with TF-IDF fitted on all messages this moves
-    # every inverse document frequency, and so every training row
+    # the IDF of every word it did not hold already, and so the training rows
     changed[held_out[0]] = " ".join(WORDS)
     results = []
     for name, version in (("a", texts), ("b", changed)):
@@ -61,12 +61,12 @@ def test_the_text_features_are_fitted_on_the_training_messages(tmp_path, monkeyp
     from sklearn.feature_extraction.text import TfidfVectorizer
 
     labels, texts = _messages(seed=1)
-    texts[_split(labels)[1][0]] += " unseenword unseenword"   # only in a held-out message
-    texts[_split(labels)[1][1]] += " unseenword"
+    train, held_out = _split(labels)
+    texts[held_out[0]] += " unseenword unseenword"   # only in held-out messages
+    texts[held_out[1]] += " unseenword"
     _write(tmp_path, labels, texts)
     monkeypatch.setenv("HYFDCA_DATA", str(tmp_path))
     fed, (X_val, _), _ = federated_problem("sms-spam", "1x1")
-    train, held_out = _split(labels)
     reference = TfidfVectorizer(ngram_range=(1, 2), min_df=2, dtype=np.float64)
     reference.fit([texts[i] for i in train])
     assert "unseenword" not in reference.vocabulary_
@@ -103,10 +103,17 @@ def test_the_standardisation_is_fitted_on_the_training_samples():
     fed, (X_val, _), _ = federated_problem("breast_cancer", "1x1", seed=2)
     mean, std = raw[train].mean(axis=0), raw[train].std(axis=0)
     np.testing.assert_allclose(X_val, (raw[held_out] - mean) / std, rtol=1e-12, atol=1e-12)
-    block = fed.blocks[0].X
-    block = block.toarray() if sp.issparse(block) else block
-    np.testing.assert_allclose(block.mean(axis=0), 0, atol=1e-12)
+    np.testing.assert_allclose(fed.blocks[0].X.toarray().mean(axis=0), 0, atol=1e-12)
     assert not np.allclose(X_val, ds.X[held_out])   # not every sample's statistics
+
+
+def test_a_dataset_with_a_refit_pickles():
+    import pickle
+
+    ds = D.load_breast_cancer()
+    again = pickle.loads(pickle.dumps(ds))
+    rows = np.arange(0, ds.n_samples, 2)
+    np.testing.assert_array_equal(again.refit(rows), ds.refit(rows))
 
 
 def test_refit_checks_its_rows_and_what_it_returns():
