@@ -24,10 +24,10 @@ class Dataset:
     is None.
 
     ``refit``, where X holds statistics fitted on the data (TF-IDF's vocabulary and
-    inverse document frequencies, z-scores' means and standard deviations), rebuilds X for every sample with those statistics
-    learned from the given rows only: ``refit(rows) -> X``, so that a held-out part shapes
-    nothing of the features a model trains on (``federated_problem``). None where X is
-    the data as read.
+    inverse document frequencies, z-scores' means and standard deviations), rebuilds X
+    for every sample with those statistics learned from the given rows only:
+    ``refit(rows) -> X``, so that a held-out part shapes nothing of the features a model
+    trains on (``federated_problem``). None where X is the data as read.
     """
 
     X: object
