@@ -13,8 +13,8 @@ def federated_problem(name, partition, *, seed=0, positive_class=0, validation_s
     Multi-class data become class ``positive_class`` (an index into the data set's
     classes) against the rest. A stratified split keeps ``validation_size`` of the samples
     for validation; the rest is split by the partition spec (``partition_from_spec``).
-    Features fitted on the data (TF-IDF, breast_cancer's z-scores: ``Dataset.refit``) are fitted on
-    the training part only, so the validation set shapes none of them.
+    Features fitted on the data (TF-IDF, breast_cancer's z-scores: ``Dataset.refit``) are
+    fitted on the training part only, so the validation set shapes none of them.
     The quadrant scheme appends a bias feature to the federated blocks: the validation
     matrix gets the same column."""
     # imported on use, not with the module (docs/architecture.md)
