@@ -47,7 +47,13 @@ every evaluation of every cell as it runs (round; relative loss of the certified
 of w(alpha); D(alpha_c) and D(alpha) over P*): with ``--eval-every 100``, the traces of
 docs/algorithm.md section 6 (``--budget`` sets every cell's rounds).
 Certificates leave the training state as they found it, so ``--eval-every`` changes no
-iterate, only when the targets are seen.
+iterate, only when the targets are seen. ``--save DIR`` keeps each finished cell as
+``DIR/<cell>.json`` (its result beside its fingerprint: the cell, budget, period,
+``--set`` fields, the SHA-256 of the toolkit's source and of the cell's partitioned data)
+and a later run with the same DIR reads back the cells whose fingerprint matches instead
+of running them, so that the full matrix, longer than one sitting, is run whole over
+several (a stop loses only the cells in progress); ``--report-only`` runs nothing and
+reports the saved cells of the slice named, listing those not saved.
 
 ``--quick`` (about 2 minutes on one core, benchmarks/README.md): a9a 3x3 at lam 1e-4, every
 participation, both variants, the full mode's budgets (the cells of issue 14's a9a 3x3
@@ -63,6 +69,7 @@ iterate w(alpha) and the dual, which the certified point does not.
 
     python benchmarks/hyfdca_variants.py --quick
     python benchmarks/hyfdca_variants.py --jobs 2 --markdown
+    python benchmarks/hyfdca_variants.py --jobs 2 --markdown --save benchmarks/results/regime_matrix
     python benchmarks/hyfdca_variants.py --datasets a9a --participations 0.5,0.1
     python benchmarks/hyfdca_variants.py --quick --variants scaled-line-search --set iic=0.03
     python benchmarks/hyfdca_variants.py --datasets fashion-mnist --partitions quadrants:5 \
@@ -77,6 +84,7 @@ for _var in ("OMP_NUM_THREADS", "NUMBA_NUM_THREADS", "OPENBLAS_NUM_THREADS",
 
 import argparse  # noqa: E402
 from contextlib import nullcontext  # noqa: E402
+import json  # noqa: E402
 import multiprocessing as mp  # noqa: E402
 import re  # noqa: E402
 import sys  # noqa: E402
@@ -91,6 +99,7 @@ import scipy.sparse as sp  # noqa: E402
 from feddata.datasets import locate_dataset  # noqa: E402
 from feddata.partition import partition_from_spec  # noqa: E402
 from hyfdca import BatchedHyFDCA, HyFDCASettings  # noqa: E402
+from hyfdca.experiments import data_digest, source_digest  # noqa: E402
 from solvers import centralized_solution, default_cache_dir  # noqa: E402
 from hyfdca.cli import whole_number  # noqa: E402
 
@@ -231,28 +240,105 @@ def run_cell(dataset, settings, p_star, budget, eval_every, seed=SEED, trace=Non
 
 
 def _task(job):
-    (name, partition, part, lam, variant, seed, budget, eval_every, p_star, overrides,
-     trace) = job
-    kind, fraction = PARTICIPATIONS[part]
-    settings = HyFDCASettings.from_variant(variant, loss=LOSS, lam=lam, participation=kind,
-                                           fraction=fraction, **overrides)
+    kind, fraction = PARTICIPATIONS[job.part]
+    settings = HyFDCASettings.from_variant(job.variant, loss=LOSS, lam=job.lam,
+                                           participation=kind, fraction=fraction,
+                                           **job.overrides)
     start = time.perf_counter()
-    label = f"{name} {partition} {part} {lam:g} {variant} seed {seed}" if trace else None
-    result = run_cell(_STATE[(name, partition)], settings, p_star, budget, eval_every, seed,
-                      trace=label)
-    result.update(dataset=name, partition=partition, participation=part, lam=lam,
-                  variant=variant, seed=seed, budget=budget,
+    label = " ".join(map(str, job.cell[:3])) + f" {job.lam:g} {job.variant} seed {job.seed}"
+    result = run_cell(_STATE[(job.name, job.partition)], settings, job.p_star, job.budget,
+                      job.eval_every, job.seed, trace=label if job.trace else None)
+    result.update(dataset=job.name, partition=job.partition, participation=job.part,
+                  lam=job.lam, variant=job.variant, seed=job.seed, budget=job.budget,
                   wall=time.perf_counter() - start)
+    return result
+
+
+# --- cells kept on disk -------------------------------------------------------------------
+
+class Job:
+    """One cell: where it runs (data set, partition, participation, lam, variant, seed),
+    how long (budget, eval_every), with what (``p_star``: a function until the cell is
+    to run, then its value; overrides, trace) and the digest of its data."""
+
+    def __init__(self, name, partition, part, lam, variant, seed, budget, eval_every,
+                 p_star, overrides, trace, data=None):
+        self.name, self.partition, self.part, self.lam = name, partition, part, lam
+        self.variant, self.seed, self.budget, self.eval_every = variant, seed, budget, eval_every
+        self.p_star, self.overrides, self.trace, self.data = p_star, overrides, trace, data
+
+    @property
+    def cell(self):
+        return (self.name, self.partition, self.part, self.lam, self.variant, self.seed)
+
+    def file_name(self):
+        name, partition, part, lam, variant, seed = self.cell
+        return f"{name}_{partition.replace(':', '-')}_{part}_{lam:g}_{variant}_seed{seed}.json"
+
+    def fingerprint(self, code):
+        """What a saved cell must match to be read back (JSON text): the cell, its
+        budget, period and overrides, the toolkit's source and the cell's data."""
+        return json.dumps(dict(zip(("dataset", "partition", "participation", "lam",
+                                    "variant", "seed"), self.cell),
+                               budget=self.budget, eval_every=self.eval_every,
+                               overrides=self.overrides, code=code, data=self.data),
+                          sort_keys=True, default=repr)
+
+
+def save_cell(folder, job, code, result):
+    """Write ``result`` as ``folder/<cell>.json`` beside the cell's fingerprint (the
+    certified rounds keyed by the target's ``%g``; infinities as JSON's extension
+    ``-Infinity``, which Python reads back)."""
+    record = dict(fingerprint=json.loads(job.fingerprint(code)),
+                  result=dict(result, certified={f"{t:g}": r
+                                                 for t, r in result["certified"].items()}))
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / job.file_name()
+    partial = path.with_name(f".{path.name}.tmp")  # renamed whole: a stop leaves no half file
+    partial.write_text(json.dumps(record, indent=1) + "\n")
+    os.replace(partial, path)
+
+
+def saved_cell(folder, job, code):
+    """The result saved for ``job`` in ``folder``, or None where there is none, it
+    cannot be read, or it was made by other code, data or settings (the reason logged;
+    the cell runs again and its file is replaced)."""
+    path = folder / job.file_name()
+    if not path.exists():
+        return None
+    try:
+        record = json.loads(path.read_text())
+        fingerprint, result = record["fingerprint"], record["result"]
+        result["certified"] = {t: result["certified"][f"{t:g}"] for t in TARGETS}
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        log(f"  {path.name} cannot be read back ({err!r}): the cell runs again")
+        return None
+    wanted = json.loads(job.fingerprint(code))
+    differ = sorted(key for key in wanted.keys() | fingerprint.keys()
+                    if wanted.get(key) != fingerprint.get(key))
+    if differ:
+        log(f"  {path.name} was made with other {', '.join(differ)}: the cell runs again")
+        return None
     return result
 
 
 # --- the matrix ---------------------------------------------------------------------------
 
 def prepare(cfg):
-    """Load the data sets this machine has, partition them, P* per pooled problem and lam
-    (grids and dealt partitions re-pool the same data: one solve; the quadrant scheme's
-    bias feature makes another); return the jobs."""
+    """Load the data sets this machine has and partition them; return the jobs, each
+    with a ``p_star`` function (P* per pooled problem and lam, solved at the first call:
+    grids and dealt partitions re-pool the same data, one solve; the quadrant scheme's
+    bias feature makes another) and the digest of its data as the cell sees it."""
     jobs, optima = [], {}
+
+    def optimum(name, fed, lam):
+        key = (name, fed.n_features, lam)
+        if key not in optima:
+            optima[key] = centralized_solution(*fed.reassemble(), loss=LOSS, lam=lam,
+                                               cache_dir=default_cache_dir())[0]
+            log(f"{name} (d = {fed.n_features}), lam {lam:g}: P* = {optima[key]:.6f}")
+        return optima[key]
+
     for name in cfg["datasets"]:
         if locate_dataset(DATASETS[name][0]) is None:
             log(f"skipping {name}: not on this machine (see `hyfdca datasets`)")
@@ -263,21 +349,16 @@ def prepare(cfg):
             fed = partition_from_spec(X, y, partition, seed=SEED, image_shape=image_shape,
                                       cap=True)
             _STATE[(name, partition)] = fed
+            data = data_digest(fed) if cfg.get("save") else None
+            log(f"{name} {partition}: {fed.n_clients} clients")
             for lam in cfg["lams"]:
-                key = (name, fed.n_features, lam)
-                if key not in optima:
-                    optima[key] = centralized_solution(
-                        *fed.reassemble(), loss=LOSS, lam=lam,
-                        cache_dir=default_cache_dir())[0]
-                p_star = optima[key]
-                log(f"{name} {partition}: {fed.n_clients} clients, lam {lam:g}, "
-                    f"P* = {p_star:.6f}")
+                p_star = (lambda name=name, fed=fed, lam=lam: optimum(name, fed, lam))
                 for part in cfg["participations"]:
                     for variant in cfg["variants"]:
                         for seed in cfg["seeds"]:
-                            jobs.append((name, partition, part, lam, variant, seed,
-                                         cfg["budget"][part], cfg["eval_every"], p_star,
-                                         cfg["overrides"], cfg["trace"]))
+                            jobs.append(Job(name, partition, part, lam, variant, seed,
+                                            cfg["budget"][part], cfg["eval_every"], p_star,
+                                            cfg["overrides"], cfg["trace"], data))
     return jobs
 
 
@@ -380,8 +461,15 @@ def main(argv=None):
     parser.add_argument("--markdown", action="store_true", help="print a Markdown table")
     parser.add_argument("--trace", action="store_true",
                         help="print every evaluation of every cell as it runs")
+    parser.add_argument("--save", type=Path, metavar="DIR",
+                        help="keep each finished cell as DIR/<cell>.json and read back the "
+                             "cells saved there by the same code, data and settings")
+    parser.add_argument("--report-only", action="store_true",
+                        help="with --save: run nothing, report the cells saved in DIR")
     args = parser.parse_args(argv)
-    cfg = dict(QUICK if args.quick else FULL)
+    if args.report_only and not args.save:
+        parser.error("--report-only reads the cells of --save DIR: give --save")
+    cfg = dict(QUICK if args.quick else FULL, save=args.save)
     for key in ("datasets", "partitions", "participations", "variants"):
         if getattr(args, key):
             cfg[key] = tuple(getattr(args, key).split(","))
@@ -436,16 +524,38 @@ def main(argv=None):
         log("no data set of the matrix named here is on this machine: nothing to run")
         print(NOT_RUN)
         return 0
-    log(f"{len(jobs)} cells on {args.jobs} processes ...")
-    results = []
+    results, to_run = [], jobs
+    if args.save:
+        code = source_digest()
+        saved = {job.cell: saved_cell(args.save, job, code) for job in jobs}
+        results = [r for r in saved.values() if r is not None]
+        to_run = [job for job in jobs if saved[job.cell] is None]
+        log(f"{len(results)} of {len(jobs)} cells read back from {args.save}")
+        if args.report_only:
+            if to_run:
+                log(f"{len(to_run)} cells not saved there (not in the table): "
+                    + ", ".join(job.file_name() for job in to_run))
+            to_run = []
+            if not results:
+                print(NOT_RUN)
+                return 0
+    for job in to_run:
+        job.p_star = job.p_star()
+    log(f"{len(to_run)} cells on {args.jobs} processes ...")
+    by_cell = {job.cell: job for job in to_run}
     with mp.get_context("fork").Pool(args.jobs) if args.jobs > 1 else nullcontext() as pool:
-        for result in (pool.imap_unordered(_task, jobs) if pool else map(_task, jobs)):
+        for result in (pool.imap_unordered(_task, to_run) if pool else map(_task, to_run)):
             results.append(result)
             log(f"  {result['dataset']} {result['partition']} "
                 f"{result['participation']} {result['lam']:g} {result['variant']} "
                 f"seed {result['seed']}: "
                 f"{result['status']} ({result['rounds']} rounds, {result['wall']:.0f} s)")
-    order = {job[:6]: i for i, job in enumerate(jobs)}
+            if args.save:
+                job = by_cell[(result["dataset"], result["partition"],
+                               result["participation"], result["lam"], result["variant"],
+                               result["seed"])]
+                save_cell(args.save, job, code, result)
+    order = {job.cell: i for i, job in enumerate(jobs)}
     results.sort(key=lambda r: order[(r["dataset"], r["partition"], r["participation"],
                                       r["lam"], r["variant"], r["seed"])])
     print(table(results, args.markdown))

@@ -12,11 +12,12 @@ from hyfdca.experiments._metrics import (METRIC_NAMES, moving_average, selection
                                          smoothing_window)
 from hyfdca.experiments._search import Tuning, tune
 from hyfdca.experiments._report import verdict_table
-from hyfdca.experiments._suite import FULL, QUICK, check_config, prepare, run_suite
+from hyfdca.experiments._suite import (FULL, QUICK, check_config, data_digest, prepare,
+                                       run_suite, source_digest)
 
 __all__ = ["ALL_METHODS", "FULL", "METHODS", "METRIC_NAMES", "QUICK", "REFERENCE_COSTS",
            "SECONDS_PER_OP", "SPACES", "Comparison", "Problem", "Tuning", "check_config",
-           "compare",
-           "encryption_seconds", "final_values", "grey_relational_grades", "moving_average",
-           "prepare", "run_method", "run_suite", "select_by_gra", "selection_metrics",
-           "smoothing_window", "tune", "verdict_table", "winners", "with_defaults"]
+           "compare", "data_digest", "encryption_seconds", "final_values",
+           "grey_relational_grades", "moving_average", "prepare", "run_method", "run_suite",
+           "select_by_gra", "selection_metrics", "smoothing_window", "source_digest", "tune",
+           "verdict_table", "winners", "with_defaults"]
