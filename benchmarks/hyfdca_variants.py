@@ -267,6 +267,12 @@ class Job:
         self.variant, self.seed, self.budget, self.eval_every = variant, seed, budget, eval_every
         self.p_star, self.overrides, self.trace, self.data = p_star, overrides, trace, data
 
+    def with_p_star(self):
+        """This job with P* solved (or read from the cache), as a worker needs it."""
+        if callable(self.p_star):
+            self.p_star = self.p_star()
+        return self
+
     @property
     def cell(self):
         return (self.name, self.partition, self.part, self.lam, self.variant, self.seed)
@@ -539,12 +545,11 @@ def main(argv=None):
             if not results:
                 print(NOT_RUN)
                 return 0
-    for job in to_run:
-        job.p_star = job.p_star()
     log(f"{len(to_run)} cells on {args.jobs} processes ...")
     by_cell = {job.cell: job for job in to_run}
+    pending = (job.with_p_star() for job in to_run)  # each P* solved as its first cell goes
     with mp.get_context("fork").Pool(args.jobs) if args.jobs > 1 else nullcontext() as pool:
-        for result in (pool.imap_unordered(_task, to_run) if pool else map(_task, to_run)):
+        for result in (pool.imap_unordered(_task, pending) if pool else map(_task, pending)):
             results.append(result)
             log(f"  {result['dataset']} {result['partition']} "
                 f"{result['participation']} {result['lam']:g} {result['variant']} "
