@@ -245,7 +245,8 @@ def _task(job):
                                            participation=kind, fraction=fraction,
                                            **job.overrides)
     start = time.perf_counter()
-    label = " ".join(map(str, job.cell[:3])) + f" {job.lam:g} {job.variant} seed {job.seed}"
+    label = (f"{job.name} {job.partition} {job.part} {job.lam:g} {job.variant} "
+             f"seed {job.seed}")
     result = run_cell(_STATE[(job.name, job.partition)], settings, job.p_star, job.budget,
                       job.eval_every, job.seed, trace=label if job.trace else None)
     result.update(dataset=job.name, partition=job.partition, participation=job.part,
@@ -289,6 +290,12 @@ class Job:
                                budget=self.budget, eval_every=self.eval_every,
                                overrides=self.overrides, code=code, data=self.data),
                           sort_keys=True, default=repr)
+
+
+def cell_of(result):
+    """The cell a result is of, as ``Job.cell`` names it."""
+    return tuple(result[key] for key in ("dataset", "partition", "participation", "lam",
+                                         "variant", "seed"))
 
 
 def save_cell(folder, job, code, result):
@@ -556,13 +563,9 @@ def main(argv=None):
                 f"seed {result['seed']}: "
                 f"{result['status']} ({result['rounds']} rounds, {result['wall']:.0f} s)")
             if args.save:
-                job = by_cell[(result["dataset"], result["partition"],
-                               result["participation"], result["lam"], result["variant"],
-                               result["seed"])]
-                save_cell(args.save, job, code, result)
+                save_cell(args.save, by_cell[cell_of(result)], code, result)
     order = {job.cell: i for i, job in enumerate(jobs)}
-    results.sort(key=lambda r: order[(r["dataset"], r["partition"], r["participation"],
-                                      r["lam"], r["variant"], r["seed"])])
+    results.sort(key=lambda r: order[cell_of(r)])
     print(table(results, args.markdown))
     spread = seed_spread(results)
     if spread:
